@@ -1,0 +1,63 @@
+// An index-based view of one Block, built once and shared by schedule
+// lowering, the simulator and the solver so that none of them does string
+// lookups in inner loops.
+#ifndef SACPLAN_PLANNER_BLOCK_ANALYSIS_H_
+#define SACPLAN_PLANNER_BLOCK_ANALYSIS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sacplan/planner/graph.h"
+
+namespace sacplan {
+
+struct TensorNode {
+  std::string id;
+  int64_t bytes = 0;
+  bool requires_grad = true;
+  int producer = -1;             // op index; -1 for block inputs
+  bool carried_input = false;    // the block's residual-stream input
+  bool shared_input = false;     // step-level input, never freed by a block
+  bool block_output = false;     // handed to the next block
+  bool needed_by_backward = false;  // some op's backward reads it
+  std::vector<int> consumers;    // op indices reading it in forward, ascending
+};
+
+struct OpNode {
+  std::vector<int> inputs;          // tensor indices
+  std::vector<int> outputs;         // tensor indices
+  std::vector<int> backward_needs;  // tensor indices
+  double fwd_ms = 0;
+  double bwd_ms = 0;
+  int64_t workspace_bytes = 0;
+  int64_t bwd_workspace_bytes = 0;
+  int64_t param_bytes = 0;
+  int64_t output_bytes = 0;  // sum over outputs
+  bool collective = false;
+};
+
+struct BlockAnalysis {
+  std::vector<TensorNode> tensors;  // block inputs first, then op outputs
+  std::vector<OpNode> ops;          // same order as Block::ops
+  std::vector<std::string> op_ids;
+  int carried_input = -1;           // tensor index
+  int output = -1;                  // tensor index
+  int64_t param_bytes = 0;          // sum of op param_bytes
+  double fwd_ms = 0;                // sum of op forward times
+  double bwd_ms = 0;                // sum of op backward times
+
+  int op_count() const { return static_cast<int>(ops.size()); }
+  // Op index for an id, or -1.
+  int FindOp(const std::string& id) const;
+};
+
+// Builds the view. The block must already pass ValidateBlock; errors found
+// here (an output the block's own backward needs) come back as
+// InvalidArgument.
+absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_BLOCK_ANALYSIS_H_

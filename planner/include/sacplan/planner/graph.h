@@ -1,0 +1,105 @@
+// The op-graph IR the planner reasons about: tensors, ops, blocks and a model.
+//
+// A block is a DAG of ops listed in a valid execution (topological) order.
+// Tensors are identified by string ids unique within a block; an op refers to
+// its inputs and outputs by id. Ids and order are what plans and the executor
+// agree on, so they are part of the contract (docs/profile_format.md).
+//
+// All sizes are bytes, all times milliseconds. Nothing here allocates on a
+// device; this header has no LibTorch or CUDA dependency.
+#ifndef SACPLAN_PLANNER_GRAPH_H_
+#define SACPLAN_PLANNER_GRAPH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace sacplan {
+
+// Where a block input comes from.
+enum class InputKind {
+  // The residual stream: produced by the previous block (or the embedding),
+  // consumed by this one. Checkpointing keeps it as the block's saved input.
+  kCarried,
+  // Produced once per step outside the blocks and read by every block
+  // (text context, timestep modulation, RoPE tables). Accounted once per step.
+  kShared,
+};
+
+struct TensorInfo {
+  std::string id;
+  std::vector<int64_t> shape;
+  std::string dtype;        // "bfloat16", "float32", ... (informational)
+  int64_t bytes = 0;        // storage size; > 0
+  bool requires_grad = true;  // false for non-differentiable outputs (stats)
+};
+
+struct BlockInput {
+  TensorInfo tensor;
+  InputKind kind = InputKind::kCarried;
+};
+
+struct Op {
+  std::string id;    // stable name, e.g. "self_attn.q" or "ffn.0"
+  std::string kind;  // "linear", "attention", "layer_norm", ... (docs)
+  bool has_bias = false;            // a biased linear dispatches as addmm
+  std::vector<std::string> inputs;  // tensor ids (block inputs or op outputs)
+  std::vector<TensorInfo> outputs;  // produced tensors; at least one
+  // Tensors (among inputs and outputs) that this op's backward reads.
+  std::vector<std::string> backward_needs;
+  double flops = 0;             // forward FLOPs
+  double bytes_moved = 0;       // forward memory traffic
+  double fwd_ms = 0;            // forward time; recompute costs the same
+  double bwd_ms = 0;            // backward time
+  int64_t workspace_bytes = 0;      // scratch held only while forward runs
+  int64_t bwd_workspace_bytes = 0;  // scratch held only while backward runs
+  int64_t param_bytes = 0;  // gradient bytes this op's backward allocates
+  bool collective = false;  // never recomputed: re-issuing can deadlock ranks
+};
+
+struct Block {
+  int index = 0;
+  std::vector<BlockInput> inputs;  // exactly one kCarried input
+  std::vector<Op> ops;             // topological order
+  // Id of the op output handed to the next block (the new residual stream).
+  std::string output;
+};
+
+// Memory that does not depend on the checkpointing plan.
+struct FixedMemory {
+  int64_t param_bytes = 0;            // all parameters, resident all step
+  int64_t optimizer_state_bytes = 0;  // e.g. fp32 Adam m and v
+  // Gradients of parameters outside the blocks (embeddings, head); allocated
+  // in the head's backward. Block parameter gradients come from Op::param_bytes.
+  int64_t nonblock_grad_bytes = 0;
+  // Extra bytes held during the loss/head (logits, loss buffers) on top of the
+  // last block's output.
+  int64_t head_bytes = 0;
+  int64_t optimizer_step_bytes = 0;  // scratch of the optimizer step
+  double head_fwd_ms = 0;    // embeddings + head + loss forward
+  double head_bwd_ms = 0;    // their backward
+  double optimizer_ms = 0;   // optimizer step
+};
+
+struct Model {
+  std::vector<Block> blocks;
+  FixedMemory fixed;
+};
+
+// Checks the structural invariants every consumer relies on: unique ids,
+// inputs defined before use, positive sizes, backward needs among the op's
+// own tensors, one carried input, an output that exists. A cycle shows up as
+// an input used before it is produced. Returns InvalidArgument naming the
+// block, op and field at fault.
+absl::Status ValidateBlock(const Block& block);
+absl::Status ValidateModel(const Model& model);
+
+// True when the two blocks have the same ops, tensors and costs (their index
+// aside), so that planning work done for one holds for the other.
+bool SameStructure(const Block& a, const Block& b);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_GRAPH_H_

@@ -1,0 +1,85 @@
+// Live-bytes accounting over a schedule: the one place where sacplan decides
+// what memory is in use. The step simulator and the solver's block
+// evaluation both run their schedules through this class, so a plan's
+// predicted peak and the solver's decision cannot disagree.
+#ifndef SACPLAN_PLANNER_MEMORY_TRACKER_H_
+#define SACPLAN_PLANNER_MEMORY_TRACKER_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sacplan {
+
+// What a live byte is for; the report stacks the timeline by these.
+enum class MemoryCategory {
+  kParamsAndOptimizer = 0,  // parameters and optimizer state
+  kParamGrads,              // parameter gradients
+  kSharedInputs,            // per-step inputs every block reads
+  kKept,                    // activations kept from forward to backward
+  kForwardLive,             // activations alive only during forward
+  kRecomputed,              // activations recomputed in backward
+  kActivationGrads,         // gradients of activations
+  kWorkspace,               // scratch inside an op
+};
+inline constexpr int kMemoryCategoryCount = 8;
+const char* MemoryCategoryName(MemoryCategory category);
+
+enum class Phase { kSetup, kForward, kHead, kRecompute, kBackward, kOptimizer };
+const char* PhaseName(Phase phase);
+
+// Where in the step a moment is.
+struct StepLocation {
+  Phase phase = Phase::kSetup;
+  int block = -1;   // -1 outside blocks
+  std::string op;   // empty outside ops
+};
+
+// The live bytes right after one moment of the step, by category.
+struct TimelinePoint {
+  double time_ms = 0;  // step time elapsed when the moment ends
+  StepLocation where;
+  std::array<int64_t, kMemoryCategoryCount> bytes{};
+  int64_t total_bytes = 0;
+};
+
+class MemoryTracker {
+ public:
+  // record_timeline: keep a TimelinePoint for every Mark() call (costs an
+  // allocation per call; off for the solver's inner loop).
+  explicit MemoryTracker(bool record_timeline = false)
+      : record_timeline_(record_timeline) {}
+
+  void Alloc(MemoryCategory category, int64_t bytes);
+  // Freeing more than is live in a category is a programmer error (checked).
+  void Free(MemoryCategory category, int64_t bytes);
+  // Notes the current live bytes as a candidate peak at `where`, at step time
+  // `time_ms`. `where` is only copied when it becomes the peak or when the
+  // timeline is recorded.
+  void Mark(const StepLocation& where, double time_ms);
+
+  // Restarts peak tracking from the current live bytes (for measuring the
+  // peak of one phase).
+  void ResetPeak() { peak_ = live_total_; }
+
+  int64_t live_bytes() const { return live_total_; }
+  int64_t live_bytes(MemoryCategory category) const {
+    return live_[static_cast<int>(category)];
+  }
+  int64_t peak_bytes() const { return peak_; }
+  const StepLocation& peak_location() const { return peak_where_; }
+  const std::vector<TimelinePoint>& timeline() const { return timeline_; }
+
+ private:
+  bool record_timeline_;
+  std::array<int64_t, kMemoryCategoryCount> live_{};
+  int64_t live_total_ = 0;
+  int64_t peak_ = 0;
+  StepLocation peak_where_;
+  std::vector<TimelinePoint> timeline_;
+};
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_MEMORY_TRACKER_H_

@@ -1,0 +1,61 @@
+// plan.json: which ops each block saves, under which semantics, and what the
+// simulator predicts for it. Format: docs/plan_format.md
+// (schema "sacplan.plan/1").
+#ifndef SACPLAN_PLANNER_PLAN_H_
+#define SACPLAN_PLANNER_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "sacplan/planner/profile.h"
+#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/simulator.h"
+
+namespace sacplan {
+
+inline constexpr const char* kPlanSchema = "sacplan.plan/1";
+
+struct BlockPlan {
+  int index = 0;
+  std::vector<std::string> save;  // op ids, in block order
+};
+
+struct Prediction {
+  int64_t peak_bytes = 0;
+  double step_ms = 0;
+  double recompute_ms = 0;
+};
+
+struct Plan {
+  std::string model_name;     // must match the profile's
+  std::string method;         // "optimal" or a preset name such as "full"
+  int64_t budget_bytes = 0;   // 0 when the plan was not made for a budget
+  Semantics semantics = Semantics::kSacplan;
+  std::vector<BlockPlan> blocks;  // one per model block, by index
+  Prediction predicted;
+};
+
+// Save masks -> plan blocks (op ids) for `model`.
+std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
+                                           const std::vector<SaveMask>& masks);
+// Plan blocks -> save masks, checking that there is one entry per block and
+// that every op id exists in its block; errors name the block and the id.
+absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
+                                                    const Plan& plan);
+
+// Fills plan.predicted from a simulation.
+void SetPrediction(const StepResult& result, Plan& plan);
+
+absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& doc);
+absl::StatusOr<Plan> ReadPlanFile(const std::string& path);
+// `model` supplies each block's recompute list and checkpoint flag, which the
+// PyTorch adapter reads (docs/plan_format.md).
+nlohmann::json PlanToJson(const Plan& plan, const AnalyzedModel& model);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_PLAN_H_

@@ -1,0 +1,67 @@
+// The step simulator: memory and time of one whole training step under a
+// plan. Setup (parameters, optimizer state, shared inputs, embedding output),
+// forward through every block, head and loss, backward through the blocks in
+// reverse with recompute, then the optimizer step.
+#ifndef SACPLAN_PLANNER_SIMULATOR_H_
+#define SACPLAN_PLANNER_SIMULATOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sacplan/planner/block_analysis.h"
+#include "sacplan/planner/graph.h"
+#include "sacplan/planner/memory_tracker.h"
+#include "sacplan/planner/schedule.h"
+
+namespace sacplan {
+
+struct StepResult {
+  int64_t peak_bytes = 0;
+  StepLocation peak;           // where the peak is reached first
+  double forward_ms = 0;       // head forward + every op's forward
+  double backward_ms = 0;      // head backward + every op's backward
+  double recompute_ms = 0;     // forward time of recomputed ops
+  double optimizer_ms = 0;
+  double step_ms = 0;          // sum of the four above
+  int recomputed_ops = 0;
+  std::vector<TimelinePoint> timeline;  // filled when asked for
+};
+
+// A model analysed once, reusable across many simulations and plans.
+struct AnalyzedModel {
+  const Model* model = nullptr;  // not owned; must outlive this
+  std::vector<BlockAnalysis> blocks;
+  int64_t shared_input_bytes = 0;       // each shared input counted once
+  int64_t shared_input_grad_bytes = 0;  // of those that require grad
+};
+
+// Fails with InvalidArgument when the model is malformed.
+absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model);
+
+struct SimulateOptions {
+  bool record_timeline = false;
+};
+
+// masks[b] is block b's save mask (one entry per op). Fails with
+// InvalidArgument when the number of masks or a mask's length is wrong.
+absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
+                                        const std::vector<SaveMask>& masks,
+                                        Semantics semantics,
+                                        const SimulateOptions& options = {});
+
+// What one block costs, measured on its own: the quantities the solver
+// composes into a step peak (see docs/memory_model.md).
+struct BlockCost {
+  int64_t kept_bytes = 0;      // held after forward, carried input included
+  int64_t forward_peak_bytes = 0;   // carried input + block forward live
+  int64_t backward_peak_bytes = 0;  // kept + recompute + grads + workspace
+  double recompute_ms = 0;
+  int recomputed_ops = 0;
+};
+BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_SIMULATOR_H_

@@ -1,0 +1,80 @@
+#include "sacplan/planner/block_analysis.h"
+
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+
+namespace sacplan {
+
+int BlockAnalysis::FindOp(const std::string& id) const {
+  for (int i = 0; i < op_count(); ++i) {
+    if (op_ids[i] == id) return i;
+  }
+  return -1;
+}
+
+absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
+  BlockAnalysis a;
+  std::unordered_map<std::string, int> tensor_index;
+  auto add_tensor = [&](const TensorInfo& info, int producer) {
+    TensorNode node;
+    node.id = info.id;
+    node.bytes = info.bytes;
+    node.requires_grad = info.requires_grad;
+    node.producer = producer;
+    tensor_index[info.id] = static_cast<int>(a.tensors.size());
+    a.tensors.push_back(std::move(node));
+  };
+  for (const BlockInput& in : block.inputs) {
+    add_tensor(in.tensor, -1);
+    TensorNode& node = a.tensors.back();
+    node.carried_input = in.kind == InputKind::kCarried;
+    node.shared_input = in.kind == InputKind::kShared;
+    if (node.carried_input) a.carried_input = static_cast<int>(a.tensors.size()) - 1;
+  }
+  for (int k = 0; k < static_cast<int>(block.ops.size()); ++k) {
+    const Op& op = block.ops[k];
+    OpNode node;
+    for (const std::string& in : op.inputs) {
+      const int t = tensor_index.at(in);
+      node.inputs.push_back(t);
+      // An op reading the same tensor twice consumes it once.
+      auto& consumers = a.tensors[t].consumers;
+      if (consumers.empty() || consumers.back() != k) consumers.push_back(k);
+    }
+    for (const TensorInfo& out : op.outputs) {
+      add_tensor(out, k);
+      node.outputs.push_back(static_cast<int>(a.tensors.size()) - 1);
+      node.output_bytes += out.bytes;
+    }
+    for (const std::string& need : op.backward_needs) {
+      const int t = tensor_index.at(need);
+      node.backward_needs.push_back(t);
+      a.tensors[t].needed_by_backward = true;
+    }
+    node.fwd_ms = op.fwd_ms;
+    node.bwd_ms = op.bwd_ms;
+    node.workspace_bytes = op.workspace_bytes;
+    node.bwd_workspace_bytes = op.bwd_workspace_bytes;
+    node.param_bytes = op.param_bytes;
+    node.collective = op.collective;
+    a.param_bytes += op.param_bytes;
+    a.fwd_ms += op.fwd_ms;
+    a.bwd_ms += op.bwd_ms;
+    a.ops.push_back(std::move(node));
+    a.op_ids.push_back(op.id);
+  }
+  a.output = tensor_index.at(block.output);
+  a.tensors[a.output].block_output = true;
+  if (a.tensors[a.output].needed_by_backward) {
+    // The output is owned by the next block (as its carried input) and may be
+    // freed before this block's backward; nothing here could keep it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blocks[", block.index, "].output: '", block.output,
+        "' is read by the block's own backward; end the block with an op whose "
+        "backward does not need its output (e.g. the residual add)"));
+  }
+  return a;
+}
+
+}  // namespace sacplan

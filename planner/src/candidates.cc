@@ -1,0 +1,190 @@
+#include "candidates.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+namespace sacplan {
+namespace {
+
+std::vector<int> FreeOps(const BlockAnalysis& block) {
+  std::vector<int> free_ops;
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (!block.ops[k].collective) free_ops.push_back(k);
+  }
+  return free_ops;
+}
+
+// A partial decision: bytes kept and time recomputed so far.
+struct Label {
+  int64_t kept_bytes = 0;
+  double recompute_ms = 0;
+  SaveMask mask;
+};
+
+// Keeps the labels no other label beats on both kept bytes and time.
+void PruneDominated(std::vector<Label>& labels) {
+  std::sort(labels.begin(), labels.end(), [](const Label& a, const Label& b) {
+    if (a.kept_bytes != b.kept_bytes) return a.kept_bytes < b.kept_bytes;
+    return a.recompute_ms < b.recompute_ms;
+  });
+  std::vector<Label> kept;
+  for (Label& label : labels) {
+    if (!kept.empty() && label.recompute_ms >= kept.back().recompute_ms) continue;
+    kept.push_back(std::move(label));
+  }
+  labels = std::move(kept);
+}
+
+int64_t KeepableBytes(const BlockAnalysis& block, int op) {
+  int64_t bytes = 0;
+  for (int out : block.ops[op].outputs) {
+    if (!block.tensors[out].block_output) bytes += block.tensors[out].bytes;
+  }
+  return bytes;
+}
+
+std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block) {
+  double free_fwd_ms = 0;
+  for (int k : FreeOps(block)) free_fwd_ms += block.ops[k].fwd_ms;
+  std::vector<Label> labels{{0, free_fwd_ms, SaveMask(block.op_count(), false)}};
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (block.ops[k].collective) continue;
+    const size_t before = labels.size();
+    for (size_t i = 0; i < before; ++i) {
+      Label saved = labels[i];
+      saved.kept_bytes += KeepableBytes(block, k);
+      saved.recompute_ms -= block.ops[k].fwd_ms;
+      saved.mask[k] = true;
+      labels.push_back(std::move(saved));
+    }
+    PruneDominated(labels);
+  }
+  std::vector<SaveMask> masks;
+  for (Label& label : labels) masks.push_back(std::move(label.mask));
+  return masks;
+}
+
+// sacplan semantics. Going from the last op to the first, an op's outputs are
+// required in backward when its backward reads them or when a later op chosen
+// for recompute reads them; the state is the set of not-yet-decided tensors
+// that some recomputed op reads.
+std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
+  const int tensor_count = static_cast<int>(block.tensors.size());
+  using State = std::string;  // one char per tensor: '1' = needed by a recompute
+  std::unordered_map<State, std::vector<Label>> states;
+  states[State(tensor_count, '0')] = {{0, 0, SaveMask(block.op_count(), false)}};
+  for (int k = block.op_count() - 1; k >= 0; --k) {
+    const OpNode& op = block.ops[k];
+    std::unordered_map<State, std::vector<Label>> next;
+    for (auto& [state, labels] : states) {
+      bool required = false;
+      int64_t required_bytes = 0;
+      State cleared = state;
+      for (int out : op.outputs) {
+        const bool needed =
+            block.tensors[out].needed_by_backward || state[out] == '1';
+        required |= needed;
+        if (needed) required_bytes += block.tensors[out].bytes;
+        cleared[out] = '0';
+      }
+      if (!required) {
+        auto& into = next[cleared];
+        into.insert(into.end(), labels.begin(), labels.end());
+        continue;
+      }
+      auto& saved_into = next[cleared];
+      for (const Label& label : labels) {
+        Label saved = label;
+        saved.kept_bytes += required_bytes;
+        saved.mask[k] = true;
+        saved_into.push_back(std::move(saved));
+      }
+      if (op.collective) continue;
+      State recomputed = cleared;
+      for (int in : op.inputs) {
+        if (block.tensors[in].producer >= 0) recomputed[in] = '1';
+      }
+      auto& recomputed_into = next[recomputed];
+      for (const Label& label : labels) {
+        Label again = label;
+        again.recompute_ms += op.fwd_ms;
+        recomputed_into.push_back(std::move(again));
+      }
+    }
+    for (auto& [state, labels] : next) PruneDominated(labels);
+    states = std::move(next);
+  }
+  std::vector<SaveMask> masks;
+  for (auto& [state, labels] : states) {
+    for (Label& label : labels) masks.push_back(std::move(label.mask));
+  }
+  return masks;
+}
+
+bool Dominates(const BlockCost& a, const BlockCost& b) {
+  return a.kept_bytes <= b.kept_bytes &&
+         a.forward_peak_bytes <= b.forward_peak_bytes &&
+         a.backward_peak_bytes <= b.backward_peak_bytes &&
+         a.recompute_ms <= b.recompute_ms;
+}
+
+}  // namespace
+
+std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block) {
+  const std::vector<int> free_ops = FreeOps(block);
+  std::vector<SaveMask> masks;
+  const uint64_t count = uint64_t{1} << free_ops.size();
+  masks.reserve(count);
+  for (uint64_t bits = 0; bits < count; ++bits) {
+    SaveMask mask(block.op_count(), false);
+    for (size_t i = 0; i < free_ops.size(); ++i) {
+      mask[free_ops[i]] = (bits >> i) & 1;
+    }
+    masks.push_back(std::move(mask));
+  }
+  return masks;
+}
+
+std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
+                                        Semantics semantics) {
+  return semantics == Semantics::kTorchSac ? TorchSacKnapsack(block)
+                                           : SacplanFrontier(block);
+}
+
+std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
+                                             const std::vector<SaveMask>& masks,
+                                             Semantics semantics) {
+  std::vector<BlockCandidate> all;
+  all.reserve(masks.size());
+  for (const SaveMask& mask : masks) {
+    all.push_back({mask, EvaluateBlock(block, mask, semantics)});
+  }
+  // After this order, a candidate can only be dominated by an earlier one.
+  std::stable_sort(all.begin(), all.end(),
+                   [](const BlockCandidate& a, const BlockCandidate& b) {
+                     const BlockCost& x = a.cost;
+                     const BlockCost& y = b.cost;
+                     if (x.recompute_ms != y.recompute_ms)
+                       return x.recompute_ms < y.recompute_ms;
+                     if (x.kept_bytes != y.kept_bytes)
+                       return x.kept_bytes < y.kept_bytes;
+                     if (x.backward_peak_bytes != y.backward_peak_bytes)
+                       return x.backward_peak_bytes < y.backward_peak_bytes;
+                     return x.forward_peak_bytes < y.forward_peak_bytes;
+                   });
+  std::vector<BlockCandidate> frontier;
+  for (BlockCandidate& candidate : all) {
+    bool dominated = false;
+    for (const BlockCandidate& kept : frontier) {
+      if (Dominates(kept.cost, candidate.cost)) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) frontier.push_back(std::move(candidate));
+  }
+  return frontier;
+}
+
+}  // namespace sacplan

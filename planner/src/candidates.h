@@ -1,0 +1,42 @@
+// Per-block candidate save sets for the solver (internal to planner/).
+//
+// A candidate is a save mask together with its exactly simulated BlockCost.
+// The solver only ever combines candidates, so the set generated here bounds
+// how good a plan can get: see docs/memory_model.md#solver for why it is
+// exact on small blocks and on the (kept bytes, recompute time) frontier of
+// large ones.
+#ifndef SACPLAN_PLANNER_SRC_CANDIDATES_H_
+#define SACPLAN_PLANNER_SRC_CANDIDATES_H_
+
+#include <vector>
+
+#include "sacplan/planner/block_analysis.h"
+#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/simulator.h"
+
+namespace sacplan {
+
+struct BlockCandidate {
+  SaveMask mask;
+  BlockCost cost;
+};
+
+// Every save set of the non-collective ops (2^n of them). Only for small n.
+std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
+
+// The save sets on the exact Pareto frontier of (kept bytes, recompute time)
+// for `semantics`: a 0/1 knapsack for torch-sac (both quantities add up over
+// saved ops); for sacplan a dynamic programme over the ops in reverse order
+// whose state is which already-decided consumers need a tensor recomputed.
+std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
+                                        Semantics semantics);
+
+// Evaluates each mask and keeps those no other mask beats on all four of
+// kept, forward peak, backward peak and recompute time (ties: the first).
+std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
+                                             const std::vector<SaveMask>& masks,
+                                             Semantics semantics);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_SRC_CANDIDATES_H_

@@ -1,0 +1,185 @@
+#include "sacplan/planner/graph.h"
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sacplan {
+namespace {
+
+absl::Status Bad(const Block& block, const std::string& where,
+                 const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("blocks[", block.index, "]", where, ": ", what));
+}
+
+absl::Status CheckTensor(const Block& block, const std::string& where,
+                         const TensorInfo& tensor) {
+  if (tensor.id.empty()) return Bad(block, where + ".id", "must not be empty");
+  if (tensor.bytes <= 0) {
+    return Bad(block, where + ".bytes",
+               absl::StrCat("must be > 0 (tensor '", tensor.id, "' has ",
+                            tensor.bytes, ")"));
+  }
+  for (int64_t dim : tensor.shape) {
+    if (dim <= 0) {
+      return Bad(block, where + ".shape",
+                 absl::StrCat("dimensions must be > 0 (tensor '", tensor.id,
+                              "')"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateBlock(const Block& block) {
+  std::set<std::string> defined;
+  std::set<std::string> op_ids;
+  int carried = 0;
+  for (size_t i = 0; i < block.inputs.size(); ++i) {
+    const std::string where = absl::StrCat(".inputs[", i, "]");
+    if (auto s = CheckTensor(block, where, block.inputs[i].tensor); !s.ok()) {
+      return s;
+    }
+    if (!defined.insert(block.inputs[i].tensor.id).second) {
+      return Bad(block, where + ".id",
+                 absl::StrCat("duplicate tensor id '", block.inputs[i].tensor.id,
+                              "'"));
+    }
+    if (block.inputs[i].kind == InputKind::kCarried) ++carried;
+  }
+  if (carried != 1) {
+    return Bad(block, ".inputs",
+               absl::StrCat("needs exactly one carried (residual) input, has ",
+                            carried));
+  }
+  if (block.ops.empty()) return Bad(block, ".ops", "must not be empty");
+  for (size_t k = 0; k < block.ops.size(); ++k) {
+    const Op& op = block.ops[k];
+    const std::string where = absl::StrCat(".ops[", k, "]");
+    if (op.id.empty()) return Bad(block, where + ".id", "must not be empty");
+    if (!op_ids.insert(op.id).second) {
+      return Bad(block, where + ".id",
+                 absl::StrCat("duplicate op id '", op.id, "'"));
+    }
+    for (const std::string& in : op.inputs) {
+      if (!defined.count(in)) {
+        return Bad(block, where + ".inputs",
+                   absl::StrCat("op '", op.id, "' reads '", in,
+                                "' before any op produces it (unknown tensor "
+                                "or a cycle in the op graph)"));
+      }
+    }
+    if (op.outputs.empty()) {
+      return Bad(block, where + ".outputs",
+                 absl::StrCat("op '", op.id, "' must produce a tensor"));
+    }
+    std::set<std::string> own(op.inputs.begin(), op.inputs.end());
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      const std::string owhere = absl::StrCat(where, ".outputs[", o, "]");
+      if (auto s = CheckTensor(block, owhere, op.outputs[o]); !s.ok()) return s;
+      if (!defined.insert(op.outputs[o].id).second) {
+        return Bad(block, owhere + ".id",
+                   absl::StrCat("duplicate tensor id '", op.outputs[o].id, "'"));
+      }
+      own.insert(op.outputs[o].id);
+    }
+    for (const std::string& need : op.backward_needs) {
+      if (!own.count(need)) {
+        return Bad(block, where + ".backward_needs",
+                   absl::StrCat("op '", op.id, "' backward needs '", need,
+                                "', which is neither its input nor its output"));
+      }
+    }
+    if (op.fwd_ms < 0 || op.bwd_ms < 0 || op.flops < 0 || op.bytes_moved < 0) {
+      return Bad(block, where,
+                 absl::StrCat("op '", op.id,
+                              "': times, flops and bytes must be >= 0"));
+    }
+    if (op.workspace_bytes < 0 || op.bwd_workspace_bytes < 0 ||
+        op.param_bytes < 0) {
+      return Bad(block, where,
+                 absl::StrCat("op '", op.id,
+                              "': workspace and param bytes must be >= 0"));
+    }
+  }
+  if (!defined.count(block.output)) {
+    return Bad(block, ".output",
+               absl::StrCat("'", block.output, "' is not a tensor of the block"));
+  }
+  for (const BlockInput& in : block.inputs) {
+    if (in.tensor.id == block.output) {
+      return Bad(block, ".output", "must be produced by an op, not an input");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateModel(const Model& model) {
+  if (model.blocks.empty()) {
+    return absl::InvalidArgumentError("blocks: must not be empty");
+  }
+  for (size_t i = 0; i < model.blocks.size(); ++i) {
+    if (model.blocks[i].index != static_cast<int>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks[", i, "].index: expected ", i, ", got ",
+          model.blocks[i].index));
+    }
+    if (auto s = ValidateBlock(model.blocks[i]); !s.ok()) return s;
+  }
+  const FixedMemory& f = model.fixed;
+  if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
+      f.nonblock_grad_bytes < 0 || f.head_bytes < 0 ||
+      f.optimizer_step_bytes < 0) {
+    return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
+  }
+  if (f.head_fwd_ms < 0 || f.head_bwd_ms < 0 || f.optimizer_ms < 0) {
+    return absl::InvalidArgumentError("fixed: times must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+bool SameTensor(const TensorInfo& a, const TensorInfo& b) {
+  return a.id == b.id && a.bytes == b.bytes &&
+         a.requires_grad == b.requires_grad;
+}
+
+bool SameOp(const Op& a, const Op& b) {
+  if (a.id != b.id || a.inputs != b.inputs ||
+      a.backward_needs != b.backward_needs || a.fwd_ms != b.fwd_ms ||
+      a.bwd_ms != b.bwd_ms || a.workspace_bytes != b.workspace_bytes ||
+      a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
+      a.param_bytes != b.param_bytes || a.collective != b.collective ||
+      a.outputs.size() != b.outputs.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
+    if (!SameTensor(a.outputs[i], b.outputs[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SameStructure(const Block& a, const Block& b) {
+  if (a.output != b.output || a.inputs.size() != b.inputs.size() ||
+      a.ops.size() != b.ops.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    if (a.inputs[i].kind != b.inputs[i].kind ||
+        !SameTensor(a.inputs[i].tensor, b.inputs[i].tensor)) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    if (!SameOp(a.ops[i], b.ops[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace sacplan

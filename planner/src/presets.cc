@@ -1,0 +1,71 @@
+#include "sacplan/planner/presets.h"
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace sacplan {
+namespace {
+
+bool IsMatmul(const std::string& kind) {
+  return kind == "linear" || kind == "matmul" || kind == "mm" || kind == "addmm";
+}
+
+SaveMask BlockMask(const Block& block, const std::string& name) {
+  SaveMask mask(block.ops.size(), false);
+  int matmuls_seen = 0;
+  for (size_t k = 0; k < block.ops.size(); ++k) {
+    const std::string& kind = block.ops[k].kind;
+    const bool attention = kind == "attention";
+    if (name == "none") {
+      mask[k] = true;
+    } else if (name == "attn_only") {
+      mask[k] = attention;
+    } else if (name == "megatron") {
+      mask[k] = !attention;
+    } else if (name == "torchtitan") {
+      // TorchTitan counts matmuls per checkpointed region and saves the
+      // odd-numbered ones (1st, 3rd, ...).
+      if (IsMatmul(kind)) mask[k] = (++matmuls_seen % 2) == 1;
+      if (attention) mask[k] = true;
+    }
+    // "full": nothing but collectives, which LowerBlock always keeps.
+  }
+  return mask;
+}
+
+}  // namespace
+
+std::vector<std::string> PresetNames() {
+  return {"none", "full", "torchtitan", "attn_only", "megatron", "every_nth:N"};
+}
+
+absl::StatusOr<std::vector<SaveMask>> PresetMasks(const AnalyzedModel& model,
+                                                  const std::string& name) {
+  std::vector<SaveMask> masks;
+  const std::vector<Block>& blocks = model.model->blocks;
+  if (absl::StartsWith(name, "every_nth:")) {
+    int every = 0;
+    if (!absl::SimpleAtoi(name.substr(10), &every) || every < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "preset '", name, "': N in every_nth:N must be an integer >= 1"));
+    }
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      masks.push_back(BlockMask(blocks[b], b % every == 0 ? "full" : "none"));
+    }
+    return masks;
+  }
+  for (const char* known : {"none", "full", "torchtitan", "attn_only",
+                                     "megatron"}) {
+    if (name != known) continue;
+    for (const Block& block : blocks) masks.push_back(BlockMask(block, name));
+    return masks;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown preset '", name,
+      "' (known: none, full, torchtitan, attn_only, megatron, every_nth:N)"));
+}
+
+}  // namespace sacplan

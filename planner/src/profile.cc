@@ -1,0 +1,219 @@
+#include "sacplan/planner/profile.h"
+
+#include "absl/strings/str_cat.h"
+#include "json_fields.h"
+#include "sacplan/planner/atomic_file.h"
+
+namespace sacplan {
+namespace {
+
+using json_fields::json;
+using json_fields::ReadBool;
+using json_fields::ReadInt;
+using json_fields::ReadInts;
+using json_fields::ReadNumber;
+using json_fields::ReadString;
+using json_fields::ReadStrings;
+
+absl::Status ReadTensor(const json& j, const std::string& path, TensorInfo& t) {
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
+  SACPLAN_RETURN_IF_ERROR(ReadString(j, "id", path, true, t.id));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "bytes", path, true, t.bytes));
+  if (t.bytes <= 0) return json_fields::Error(path + ".bytes", "must be > 0");
+  SACPLAN_RETURN_IF_ERROR(ReadInts(j, "shape", path, false, t.shape));
+  SACPLAN_RETURN_IF_ERROR(ReadString(j, "dtype", path, false, t.dtype));
+  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "requires_grad", path, false, t.requires_grad));
+  return absl::OkStatus();
+}
+
+json TensorToJson(const TensorInfo& t) {
+  return {{"id", t.id}, {"shape", t.shape}, {"dtype", t.dtype},
+          {"bytes", t.bytes}, {"requires_grad", t.requires_grad}};
+}
+
+absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
+  SACPLAN_RETURN_IF_ERROR(ReadString(j, "id", path, true, op.id));
+  SACPLAN_RETURN_IF_ERROR(ReadString(j, "kind", path, true, op.kind));
+  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "has_bias", path, false, op.has_bias));
+  SACPLAN_RETURN_IF_ERROR(ReadStrings(j, "inputs", path, true, op.inputs));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadStrings(j, "backward_needs", path, true, op.backward_needs));
+  const json* outputs = json_fields::Find(j, "outputs");
+  if (outputs == nullptr) return json_fields::Error(path + ".outputs", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*outputs, path + ".outputs"));
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    TensorInfo t;
+    SACPLAN_RETURN_IF_ERROR(
+        ReadTensor((*outputs)[i], absl::StrCat(path, ".outputs[", i, "]"), t));
+    op.outputs.push_back(std::move(t));
+  }
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "flops", path, false, op.flops));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "bytes_moved", path, false, op.bytes_moved));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "fwd_ms", path, true, op.fwd_ms));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "bwd_ms", path, true, op.bwd_ms));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "workspace_bytes", path, false, op.workspace_bytes));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "bwd_workspace_bytes", path, false, op.bwd_workspace_bytes));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "param_bytes", path, false, op.param_bytes));
+  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
+  return absl::OkStatus();
+}
+
+json OpToJson(const Op& op) {
+  json outputs = json::array();
+  for (const TensorInfo& t : op.outputs) outputs.push_back(TensorToJson(t));
+  return {{"id", op.id},
+          {"kind", op.kind},
+          {"has_bias", op.has_bias},
+          {"inputs", op.inputs},
+          {"outputs", outputs},
+          {"backward_needs", op.backward_needs},
+          {"flops", op.flops},
+          {"bytes_moved", op.bytes_moved},
+          {"fwd_ms", op.fwd_ms},
+          {"bwd_ms", op.bwd_ms},
+          {"workspace_bytes", op.workspace_bytes},
+          {"bwd_workspace_bytes", op.bwd_workspace_bytes},
+          {"param_bytes", op.param_bytes},
+          {"collective", op.collective}};
+}
+
+absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
+  int64_t index = 0;
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "index", path, true, index));
+  block.index = static_cast<int>(index);
+  SACPLAN_RETURN_IF_ERROR(ReadString(j, "output", path, true, block.output));
+  const json* inputs = json_fields::Find(j, "inputs");
+  if (inputs == nullptr) return json_fields::Error(path + ".inputs", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*inputs, path + ".inputs"));
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    const std::string ipath = absl::StrCat(path, ".inputs[", i, "]");
+    BlockInput in;
+    SACPLAN_RETURN_IF_ERROR(ReadTensor((*inputs)[i], ipath, in.tensor));
+    std::string kind = "carried";
+    SACPLAN_RETURN_IF_ERROR(ReadString((*inputs)[i], "kind", ipath, false, kind));
+    if (kind != "carried" && kind != "shared") {
+      return json_fields::Error(ipath + ".kind", "must be \"carried\" or \"shared\"");
+    }
+    in.kind = kind == "carried" ? InputKind::kCarried : InputKind::kShared;
+    block.inputs.push_back(std::move(in));
+  }
+  const json* ops = json_fields::Find(j, "ops");
+  if (ops == nullptr) return json_fields::Error(path + ".ops", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*ops, path + ".ops"));
+  for (size_t i = 0; i < ops->size(); ++i) {
+    Op op;
+    SACPLAN_RETURN_IF_ERROR(ReadOp((*ops)[i], absl::StrCat(path, ".ops[", i, "]"), op));
+    block.ops.push_back(std::move(op));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadFixed(const json& j, FixedMemory& f) {
+  const std::string path = "fixed";
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "param_bytes", path, true, f.param_bytes));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "optimizer_state_bytes", path, true, f.optimizer_state_bytes));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "nonblock_grad_bytes", path, false, f.nonblock_grad_bytes));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "head_bytes", path, false, f.head_bytes));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "optimizer_step_bytes", path, false, f.optimizer_step_bytes));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "head_fwd_ms", path, false, f.head_fwd_ms));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "head_bwd_ms", path, false, f.head_bwd_ms));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "optimizer_ms", path, false, f.optimizer_ms));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(doc, "profile"));
+  std::string schema;
+  SACPLAN_RETURN_IF_ERROR(ReadString(doc, "schema", "", true, schema));
+  if (schema != kProfileSchema) {
+    return json_fields::Error("schema", absl::StrCat("expected \"", kProfileSchema,
+                                                     "\", got \"", schema, "\""));
+  }
+  Profile p;
+  p.source = "user";
+  SACPLAN_RETURN_IF_ERROR(ReadString(doc, "source", "", false, p.source));
+  if (const json* device = json_fields::Find(doc, "device")) {
+    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*device, "device"));
+    SACPLAN_RETURN_IF_ERROR(ReadString(*device, "name", "device", false, p.device));
+    SACPLAN_RETURN_IF_ERROR(ReadInt(*device, "memory_bytes", "device", false,
+                                    p.device_memory_bytes));
+  }
+  const json* model = json_fields::Find(doc, "model");
+  if (model == nullptr) return json_fields::Error("model", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*model, "model"));
+  SACPLAN_RETURN_IF_ERROR(ReadString(*model, "name", "model", true, p.model_name));
+  if (const json* config = json_fields::Find(*model, "config")) {
+    p.model_config = *config;
+  }
+  const json* fixed = json_fields::Find(doc, "fixed");
+  if (fixed == nullptr) return json_fields::Error("fixed", "missing");
+  SACPLAN_RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
+  const json* blocks = json_fields::Find(doc, "blocks");
+  if (blocks == nullptr) return json_fields::Error("blocks", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*blocks, "blocks"));
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    Block block;
+    SACPLAN_RETURN_IF_ERROR(ReadBlock((*blocks)[i], absl::StrCat("blocks[", i, "]"), block));
+    p.model.blocks.push_back(std::move(block));
+  }
+  SACPLAN_RETURN_IF_ERROR(ValidateModel(p.model));
+  return p;
+}
+
+absl::StatusOr<Profile> ReadProfileFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  json doc;
+  SACPLAN_RETURN_IF_ERROR(json_fields::Parse(*text, path, doc));
+  auto profile = ProfileFromJson(doc);
+  if (!profile.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", profile.status().message()));
+  }
+  return profile;
+}
+
+json ProfileToJson(const Profile& p) {
+  json blocks = json::array();
+  for (const Block& block : p.model.blocks) {
+    json inputs = json::array();
+    for (const BlockInput& in : block.inputs) {
+      json t = TensorToJson(in.tensor);
+      t["kind"] = in.kind == InputKind::kCarried ? "carried" : "shared";
+      inputs.push_back(std::move(t));
+    }
+    json ops = json::array();
+    for (const Op& op : block.ops) ops.push_back(OpToJson(op));
+    blocks.push_back({{"index", block.index},
+                      {"inputs", inputs},
+                      {"output", block.output},
+                      {"ops", ops}});
+  }
+  const FixedMemory& f = p.model.fixed;
+  return {{"schema", kProfileSchema},
+          {"source", p.source},
+          {"device", {{"name", p.device}, {"memory_bytes", p.device_memory_bytes}}},
+          {"model", {{"name", p.model_name}, {"config", p.model_config}}},
+          {"fixed",
+           {{"param_bytes", f.param_bytes},
+            {"optimizer_state_bytes", f.optimizer_state_bytes},
+            {"nonblock_grad_bytes", f.nonblock_grad_bytes},
+            {"head_bytes", f.head_bytes},
+            {"optimizer_step_bytes", f.optimizer_step_bytes},
+            {"head_fwd_ms", f.head_fwd_ms},
+            {"head_bwd_ms", f.head_bwd_ms},
+            {"optimizer_ms", f.optimizer_ms}}},
+          {"blocks", blocks}};
+}
+
+}  // namespace sacplan

@@ -1,0 +1,225 @@
+#include "sacplan/planner/simulator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace sacplan {
+namespace {
+
+// Interprets one block's schedule over a tracker. Kept activations stay
+// allocated between Forward() and Backward(); the block output is allocated
+// as kept because the next block (or the head) keeps it as its input.
+class BlockInterpreter {
+ public:
+  BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
+                   int block_index, MemoryTracker& tracker, double& clock_ms)
+      : block_(block),
+        schedule_(schedule),
+        block_index_(block_index),
+        tracker_(tracker),
+        clock_ms_(clock_ms) {}
+
+  void Forward() {
+    for (const ScheduleStep& step : schedule_.forward) {
+      const OpNode& op = block_.ops[step.op];
+      for (int out : op.outputs) {
+        const bool held = schedule_.kept[out] || block_.tensors[out].block_output;
+        tracker_.Alloc(held ? MemoryCategory::kKept : MemoryCategory::kForwardLive,
+                       block_.tensors[out].bytes);
+      }
+      RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
+      for (int t : step.free_after) {
+        tracker_.Free(MemoryCategory::kForwardLive, block_.tensors[t].bytes);
+      }
+    }
+  }
+
+  // Expects the gradient of the block output to be live already; leaves the
+  // gradient of the carried input live for the block before.
+  void Backward() {
+    const int tensor_count = static_cast<int>(block_.tensors.size());
+    std::vector<bool> grad_live(tensor_count, false);
+    std::vector<bool> recomputed(tensor_count, false);
+    grad_live[block_.output] = true;
+    for (int t : schedule_.free_at_backward_start) FreeActivation(t, false);
+    for (const ScheduleStep& step : schedule_.backward) {
+      const OpNode& op = block_.ops[step.op];
+      if (step.kind == StepKind::kRecompute) {
+        for (int out : op.outputs) {
+          tracker_.Alloc(MemoryCategory::kRecomputed, block_.tensors[out].bytes);
+          recomputed[out] = true;
+        }
+        RunOp(Phase::kRecompute, step.op, op.workspace_bytes, op.fwd_ms);
+      } else {
+        for (int in : op.inputs) {
+          const TensorNode& node = block_.tensors[in];
+          if (!node.requires_grad || node.shared_input || grad_live[in]) continue;
+          tracker_.Alloc(MemoryCategory::kActivationGrads, node.bytes);
+          grad_live[in] = true;
+        }
+        tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes);
+        RunOp(Phase::kBackward, step.op, op.bwd_workspace_bytes, op.bwd_ms);
+        for (int out : op.outputs) {
+          if (!grad_live[out]) continue;
+          tracker_.Free(MemoryCategory::kActivationGrads, block_.tensors[out].bytes);
+          grad_live[out] = false;
+        }
+      }
+      for (int t : step.free_after) FreeActivation(t, recomputed[t]);
+    }
+  }
+
+ private:
+  void RunOp(Phase phase, int op, int64_t workspace_bytes, double ms) {
+    tracker_.Alloc(MemoryCategory::kWorkspace, workspace_bytes);
+    clock_ms_ += ms;
+    tracker_.Mark({phase, block_index_, block_.op_ids[op]}, clock_ms_);
+    tracker_.Free(MemoryCategory::kWorkspace, workspace_bytes);
+  }
+
+  void FreeActivation(int t, bool recomputed) {
+    tracker_.Free(recomputed ? MemoryCategory::kRecomputed : MemoryCategory::kKept,
+                  block_.tensors[t].bytes);
+  }
+
+  const BlockAnalysis& block_;
+  const BlockSchedule& schedule_;
+  int block_index_;
+  MemoryTracker& tracker_;
+  double& clock_ms_;
+};
+
+absl::Status CheckMasks(const AnalyzedModel& model,
+                        const std::vector<SaveMask>& masks) {
+  if (masks.size() != model.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan has ", masks.size(), " blocks, model has ", model.blocks.size()));
+  }
+  for (size_t b = 0; b < masks.size(); ++b) {
+    if (masks[b].size() != model.blocks[b].ops.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan block ", b, " has ", masks[b].size(), " op decisions, block has ",
+          model.blocks[b].ops.size(), " ops"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model) {
+  if (auto status = ValidateModel(model); !status.ok()) return status;
+  AnalyzedModel analyzed;
+  analyzed.model = &model;
+  for (const Block& block : model.blocks) {
+    auto analysis = AnalyzeBlock(block);
+    if (!analysis.ok()) return analysis.status();
+    analyzed.blocks.push_back(*std::move(analysis));
+  }
+  // Shared inputs are produced once per step; every block lists them, so
+  // count the first block's.
+  for (const TensorNode& node : analyzed.blocks.front().tensors) {
+    if (!node.shared_input) continue;
+    analyzed.shared_input_bytes += node.bytes;
+    if (node.requires_grad) analyzed.shared_input_grad_bytes += node.bytes;
+  }
+  return analyzed;
+}
+
+absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
+                                        const std::vector<SaveMask>& masks,
+                                        Semantics semantics,
+                                        const SimulateOptions& options) {
+  if (auto status = CheckMasks(model, masks); !status.ok()) return status;
+  const FixedMemory& fixed = model.model->fixed;
+  const int block_count = static_cast<int>(model.blocks.size());
+  std::vector<BlockSchedule> schedules;
+  schedules.reserve(block_count);
+  for (int b = 0; b < block_count; ++b) {
+    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics));
+  }
+
+  StepResult result;
+  MemoryTracker tracker(options.record_timeline);
+  double clock_ms = 0;
+  tracker.Alloc(MemoryCategory::kParamsAndOptimizer,
+                fixed.param_bytes + fixed.optimizer_state_bytes);
+  tracker.Alloc(MemoryCategory::kSharedInputs, model.shared_input_bytes);
+  const BlockAnalysis& first = model.blocks.front();
+  const int64_t embedding_out_bytes = first.tensors[first.carried_input].bytes;
+  tracker.Alloc(MemoryCategory::kKept, embedding_out_bytes);
+  tracker.Mark({Phase::kSetup, -1, ""}, clock_ms);
+
+  for (int b = 0; b < block_count; ++b) {
+    BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms).Forward();
+  }
+
+  // Head and loss, forward then backward: the last block's output is the
+  // head's input; its gradient starts the blocks' backward.
+  const BlockAnalysis& last = model.blocks.back();
+  const int64_t last_out_bytes = last.tensors[last.output].bytes;
+  tracker.Alloc(MemoryCategory::kForwardLive, fixed.head_bytes);
+  clock_ms += fixed.head_fwd_ms;
+  tracker.Mark({Phase::kHead, -1, "forward"}, clock_ms);
+  tracker.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
+  tracker.Alloc(MemoryCategory::kActivationGrads,
+                last_out_bytes + model.shared_input_grad_bytes);
+  clock_ms += fixed.head_bwd_ms;
+  tracker.Mark({Phase::kHead, -1, "backward"}, clock_ms);
+  tracker.Free(MemoryCategory::kForwardLive, fixed.head_bytes);
+  tracker.Free(MemoryCategory::kKept, last_out_bytes);
+
+  for (int b = block_count - 1; b >= 0; --b) {
+    BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms).Backward();
+    result.recompute_ms += schedules[b].recompute_ms;
+    result.recomputed_ops += schedules[b].recomputed_ops;
+  }
+  tracker.Free(MemoryCategory::kActivationGrads,
+               embedding_out_bytes + model.shared_input_grad_bytes);
+
+  tracker.Alloc(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
+  clock_ms += fixed.optimizer_ms;
+  tracker.Mark({Phase::kOptimizer, -1, ""}, clock_ms);
+  tracker.Free(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
+
+  result.peak_bytes = tracker.peak_bytes();
+  result.peak = tracker.peak_location();
+  result.forward_ms = fixed.head_fwd_ms;
+  result.backward_ms = fixed.head_bwd_ms;
+  for (const BlockAnalysis& block : model.blocks) {
+    result.forward_ms += block.fwd_ms;
+    result.backward_ms += block.bwd_ms;
+  }
+  result.optimizer_ms = fixed.optimizer_ms;
+  result.step_ms = result.forward_ms + result.backward_ms + result.recompute_ms +
+                   result.optimizer_ms;
+  if (options.record_timeline) result.timeline = tracker.timeline();
+  return result;
+}
+
+BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics) {
+  const BlockSchedule schedule = LowerBlock(block, saved, semantics);
+  MemoryTracker tracker;
+  double clock_ms = 0;
+  const int64_t in_bytes = block.tensors[block.carried_input].bytes;
+  const int64_t out_bytes = block.tensors[block.output].bytes;
+  tracker.Alloc(MemoryCategory::kKept, in_bytes);
+  BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms);
+  interpreter.Forward();
+  BlockCost cost;
+  cost.forward_peak_bytes = tracker.peak_bytes();
+  // Hand the output over and receive its gradient, as the step does.
+  tracker.Free(MemoryCategory::kKept, out_bytes);
+  cost.kept_bytes = tracker.live_bytes();
+  tracker.Alloc(MemoryCategory::kActivationGrads, out_bytes);
+  tracker.ResetPeak();
+  interpreter.Backward();
+  cost.backward_peak_bytes = tracker.peak_bytes();
+  cost.recompute_ms = schedule.recompute_ms;
+  cost.recomputed_ops = schedule.recomputed_ops;
+  return cost;
+}
+
+}  // namespace sacplan
