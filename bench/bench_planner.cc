@@ -1,0 +1,133 @@
+// Planner speed on the largest built-in video model: Wan2.1-14B, 40 blocks,
+// 75,600 tokens (81 frames at 720x1280), h100 roofline profile.
+//
+// The targets: one-budget plan < 50 ms, 64-point frontier < 1 s on a
+// 2-core machine. Solver::Create (per-block candidate generation) is timed
+// apart from Solve so that a caller reusing a solver knows what it saves.
+// Arg(0) = sacplan semantics, Arg(1) = torch-sac.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <benchmark/benchmark.h>
+
+#include "sacplan/models/model_config.h"
+#include "sacplan/planner/profile.h"
+#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/solver.h"
+#include "sacplan/profiler/device.h"
+#include "sacplan/profiler/roofline.h"
+
+namespace sacplan {
+namespace {
+
+template <typename T>
+T OrDie(absl::StatusOr<T> value, const char* what) {
+  if (!value.ok()) {
+    std::fprintf(stderr, "bench_planner: %s: %s\n", what,
+                 std::string(value.status().message()).c_str());
+    std::exit(1);
+  }
+  return *std::move(value);
+}
+
+struct Fixture {
+  Profile profile;
+  AnalyzedModel model;
+};
+
+// Built once; AnalyzedModel points into profile.model, so the fixture never
+// moves.
+const Fixture& Wan14B() {
+  static const Fixture* fixture = [] {
+    auto* f = new Fixture;
+    ModelConfig config =
+        OrDie(ModelConfigByName("wan2.1-14b"), "wan2.1-14b config");
+    config.tokens = 75600;
+    f->profile = OrDie(RooflineProfile(config, OrDie(DeviceByName("h100"),
+                                                     "h100 preset")),
+                       "roofline profile");
+    f->model = OrDie(AnalyzeModel(f->profile.model), "analysis");
+    return f;
+  }();
+  return *fixture;
+}
+
+Semantics SemanticsArg(const benchmark::State& state) {
+  return state.range(0) == 0 ? Semantics::kSacplan : Semantics::kTorchSac;
+}
+
+Solver MakeSolver(Semantics semantics) {
+  return OrDie(Solver::Create(Wan14B().model,
+                              SolverOptions{.semantics = semantics}),
+               "Solver::Create");
+}
+
+int64_t MidBudget(const Solver& solver) {
+  return solver.MinPeakBytes() +
+         (solver.MaxUsefulPeakBytes() - solver.MinPeakBytes()) / 2;
+}
+
+void BM_SolverCreate(benchmark::State& state) {
+  const Semantics semantics = SemanticsArg(state);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(MakeSolver(semantics));
+  }
+}
+
+void BM_Solve(benchmark::State& state) {
+  const Solver solver = MakeSolver(SemanticsArg(state));
+  const int64_t budget = MidBudget(solver);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(OrDie(solver.Solve(budget), "Solve"));
+  }
+}
+
+// What `sacplan plan --budget` pays: Create plus one Solve.
+void BM_CreateAndSolve(benchmark::State& state) {
+  const Semantics semantics = SemanticsArg(state);
+  int64_t budget = MidBudget(MakeSolver(semantics));
+  for (auto _ : state) {
+    const Solver solver = MakeSolver(semantics);
+    benchmark::DoNotOptimize(OrDie(solver.Solve(budget), "Solve"));
+  }
+}
+
+// What `sacplan frontier` pays: Create plus a 64-point frontier.
+void BM_CreateAndFrontier64(benchmark::State& state) {
+  const Semantics semantics = SemanticsArg(state);
+  for (auto _ : state) {
+    const Solver solver = MakeSolver(semantics);
+    benchmark::DoNotOptimize(solver.Frontier(64));
+  }
+}
+
+void BM_SimulateOptimalPlan(benchmark::State& state) {
+  const Semantics semantics = SemanticsArg(state);
+  const Solver solver = MakeSolver(semantics);
+  const SolvedPlan plan = OrDie(solver.Solve(MidBudget(solver)), "Solve");
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        OrDie(SimulateStep(Wan14B().model, plan.masks, semantics),
+              "SimulateStep"));
+  }
+}
+
+BENCHMARK(BM_SolverCreate)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Solve)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CreateAndSolve)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CreateAndFrontier64)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateOptimalPlan)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace sacplan
+
+BENCHMARK_MAIN();

@@ -1,0 +1,115 @@
+// sacplan compare: every preset and the optimal plan at one budget, side by
+// side, the table a trainer reads before choosing a policy.
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "commands.h"
+#include "common.h"
+#include "sacplan/planner/solver.h"
+
+namespace sacplan::cli {
+namespace {
+
+struct CompareFlags {
+  std::string profile;
+  std::string budget;
+  std::string semantics = "sacplan";
+};
+
+struct Row {
+  std::string name;
+  std::optional<StepResult> result;  // empty: no plan (message says why)
+  std::string message;
+};
+
+std::string FormatRow(const Row& row, double full_step_ms,
+                      int64_t budget_bytes) {
+  if (!row.result.has_value()) {
+    return absl::StrFormat("%-13s %s\n", row.name, row.message);
+  }
+  const StepResult& r = *row.result;
+  std::string vs_full = "-";
+  if (full_step_ms > 0) {
+    // Positive: faster than full checkpointing (step time saved).
+    vs_full = absl::StrFormat("%+.1f%%",
+                              100.0 * (full_step_ms - r.step_ms) / full_step_ms);
+  }
+  return absl::StrFormat("%-13s %10.2f %11.2f %14.2f %12s %5s\n", row.name,
+                         r.peak_bytes / 1e9, r.step_ms, r.recompute_ms,
+                         vs_full, r.peak_bytes <= budget_bytes ? "yes" : "no");
+}
+
+absl::Status RunCompare(const CompareFlags& flags) {
+  absl::StatusOr<int64_t> budget_bytes = ParseBudgetFlag(flags.budget);
+  if (!budget_bytes.ok()) return budget_bytes.status();
+  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
+  if (!semantics.ok()) return semantics.status();
+  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
+      LoadProfile(flags.profile);
+  if (!loaded.ok()) return loaded.status();
+  const AnalyzedModel& model = (*loaded)->analyzed;
+
+  std::vector<Row> rows;
+  double full_step_ms = 0;
+  for (const std::string& name : ConcretePresetNames()) {
+    absl::StatusOr<StepResult> result =
+        SimulatePreset(model, name, *semantics, nullptr);
+    if (!result.ok()) return result.status();
+    if (name == "full") full_step_ms = result->step_ms;
+    rows.push_back({name, *std::move(result), ""});
+  }
+  absl::StatusOr<Solver> solver =
+      Solver::Create(model, SolverOptions{.semantics = *semantics});
+  if (!solver.ok()) return solver.status();
+  absl::StatusOr<SolvedPlan> solved = solver->Solve(*budget_bytes);
+  if (solved.ok()) {
+    rows.push_back({"optimal", std::move(solved->result), ""});
+  } else if (absl::IsFailedPrecondition(solved.status())) {
+    rows.push_back({"optimal", std::nullopt,
+                    absl::StrCat("infeasible: no plan fits; the smallest "
+                                 "feasible peak is ",
+                                 BytesForHumans(solver->MinPeakBytes()))});
+  } else {
+    return solved.status();
+  }
+
+  std::cout << "compare: " << (*loaded)->profile->model_name << " on "
+            << (*loaded)->profile->device << ", budget "
+            << BytesForHumans(*budget_bytes) << ", "
+            << SemanticsName(*semantics) << " semantics\n";
+  std::cout << absl::StrFormat("%-13s %10s %11s %14s %12s %5s\n", "plan",
+                               "peak (GB)", "step (ms)", "recompute (ms)",
+                               "vs full", "fits");
+  for (const Row& row : rows) {
+    std::cout << FormatRow(row, full_step_ms, *budget_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command AddCompareCommand(CLI::App& app) {
+  auto flags = std::make_shared<CompareFlags>();
+  CLI::App* command = app.add_subcommand(
+      "compare",
+      "One table at one budget: every fixed policy of today's trainers "
+      "(none, full, torchtitan, attn_only, megatron, every_nth:2/4) and "
+      "sacplan's optimal plan, with simulated peak memory, step time, "
+      "recompute time, step time saved against full checkpointing, and "
+      "whether each fits the budget.");
+  command->add_option("--profile", flags->profile, "profile.json to compare on")
+      ->required();
+  command->add_option("--budget", flags->budget,
+                      "Peak memory budget: 29GiB, 28.9GB, 512MiB or bytes")
+      ->required();
+  command->add_option("--semantics", flags->semantics,
+                      "torch-sac or sacplan (default); see sacplan plan --help");
+  return {command, [flags] { return RunCompare(*flags); }};
+}
+
+}  // namespace sacplan::cli

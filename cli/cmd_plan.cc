@@ -1,0 +1,119 @@
+// sacplan plan: profile + (budget | preset) -> plan.json.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "commands.h"
+#include "common.h"
+#include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/plan.h"
+#include "sacplan/planner/presets.h"
+#include "sacplan/planner/solver.h"
+
+namespace sacplan::cli {
+namespace {
+
+struct PlanFlags {
+  std::string profile;
+  std::string budget;  // empty: none given
+  std::string preset;  // empty: solve for the budget
+  std::string semantics = "sacplan";
+  std::string output;
+};
+
+absl::Status RunPlan(const PlanFlags& flags) {
+  if (flags.budget.empty() && flags.preset.empty()) {
+    return absl::InvalidArgumentError(
+        "give --budget (the fastest plan that fits) or --preset NAME");
+  }
+  int64_t budget_bytes = 0;
+  if (!flags.budget.empty()) {
+    absl::StatusOr<int64_t> parsed = ParseBudgetFlag(flags.budget);
+    if (!parsed.ok()) return parsed.status();
+    budget_bytes = *parsed;
+  }
+  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
+  if (!semantics.ok()) return semantics.status();
+  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
+      LoadProfile(flags.profile);
+  if (!loaded.ok()) return loaded.status();
+  const AnalyzedModel& model = (*loaded)->analyzed;
+
+  std::vector<SaveMask> masks;
+  StepResult result;
+  std::string method;
+  if (!flags.preset.empty()) {
+    absl::StatusOr<StepResult> simulated =
+        SimulatePreset(model, flags.preset, *semantics, &masks);
+    if (!simulated.ok()) return simulated.status();
+    result = *std::move(simulated);
+    method = flags.preset;
+  } else {
+    absl::StatusOr<Solver> solver =
+        Solver::Create(model, SolverOptions{.semantics = *semantics});
+    if (!solver.ok()) return solver.status();
+    absl::StatusOr<SolvedPlan> solved = solver->Solve(budget_bytes);
+    if (!solved.ok()) {
+      if (absl::IsFailedPrecondition(solved.status())) {
+        return InfeasibleBudgetError(budget_bytes, solver->MinPeakBytes());
+      }
+      return solved.status();
+    }
+    masks = std::move(solved->masks);
+    result = std::move(solved->result);
+    method = "optimal";
+  }
+
+  Plan plan;
+  plan.model_name = (*loaded)->profile->model_name;
+  plan.method = method;
+  plan.budget_bytes = budget_bytes;
+  plan.semantics = *semantics;
+  plan.blocks = BlockPlansFromMasks(model, masks);
+  SetPrediction(result, plan);
+  absl::Status written = WriteFileAtomically(
+      flags.output, PlanToJson(plan, model).dump(1) + "\n");
+  if (!written.ok()) return written;
+
+  std::cout << "plan: " << method << " for " << plan.model_name << " ("
+            << SemanticsName(*semantics) << " semantics)";
+  if (budget_bytes > 0) {
+    std::cout << ", budget " << BytesForHumans(budget_bytes) << ": "
+              << (result.peak_bytes <= budget_bytes ? "fits" : "DOES NOT FIT");
+  }
+  std::cout << "\n" << StepSummary(result) << "wrote " << flags.output << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command AddPlanCommand(CLI::App& app) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* command = app.add_subcommand(
+      "plan",
+      "Choose, block by block, which activations to keep for backward and "
+      "which to recompute. With --budget: the fastest plan whose simulated "
+      "peak memory fits (blocks may differ; the last block usually keeps "
+      "everything). With --preset: today's fixed policies (full, attn_only, "
+      "...) simulated the same way; add --budget to see whether one fits.");
+  command->add_option("--profile", flags->profile, "profile.json to plan for")
+      ->required();
+  command->add_option("--budget", flags->budget,
+                      "Peak memory budget: 29GiB, 28.9GB, 512MiB or bytes");
+  command->add_option("--preset", flags->preset,
+                      "A fixed policy instead of the optimal plan: " +
+                          absl::StrJoin(PresetNames(), ", "));
+  command->add_option(
+      "--semantics", flags->semantics,
+      "How the plan is applied: torch-sac (PyTorch selective checkpointing: "
+      "an unsaved op is re-run in backward) or sacplan (only what backward "
+      "needs is recomputed; default)");
+  command->add_option("-o,--output", flags->output, "plan.json to write")
+      ->required();
+  return {command, [flags] { return RunPlan(*flags); }};
+}
+
+}  // namespace sacplan::cli

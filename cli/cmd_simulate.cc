@@ -1,0 +1,130 @@
+// sacplan simulate: profile + plan -> the simulated step (text or JSON).
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "commands.h"
+#include "common.h"
+#include "sacplan/planner/plan.h"
+
+namespace sacplan::cli {
+namespace {
+
+struct SimulateFlags {
+  std::string profile;
+  std::string plan;
+  std::string semantics;  // empty: the plan's own
+  bool json = false;
+};
+
+// A plan edited by hand carries a stale prediction; say whether it holds.
+bool PredictionHolds(const Prediction& predicted, const StepResult& result) {
+  return predicted.peak_bytes == result.peak_bytes &&
+         std::abs(predicted.step_ms - result.step_ms) <=
+             1e-6 * std::max(1.0, result.step_ms);
+}
+
+nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
+                            const StepResult& result) {
+  nlohmann::json peak = {{"phase", PhaseName(result.peak.phase)},
+                         {"block", result.peak.block},
+                         {"op", result.peak.op}};
+  nlohmann::json doc = {
+      {"model", plan.model_name},
+      {"method", plan.method},
+      {"semantics", SemanticsName(semantics)},
+      {"peak_bytes", result.peak_bytes},
+      {"step_ms", result.step_ms},
+      {"forward_ms", result.forward_ms},
+      {"backward_ms", result.backward_ms},
+      {"recompute_ms", result.recompute_ms},
+      {"optimizer_ms", result.optimizer_ms},
+      {"recomputed_ops", result.recomputed_ops},
+      {"peak", peak},
+      {"prediction_holds", PredictionHolds(plan.predicted, result)},
+  };
+  if (plan.budget_bytes > 0) {
+    doc["budget_bytes"] = plan.budget_bytes;
+    doc["fits"] = result.peak_bytes <= plan.budget_bytes;
+  }
+  return doc;
+}
+
+absl::Status RunSimulate(const SimulateFlags& flags) {
+  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
+      LoadProfile(flags.profile);
+  if (!loaded.ok()) return loaded.status();
+  absl::StatusOr<Plan> plan = ReadPlanFile(flags.plan);
+  if (!plan.ok()) return plan.status();
+  const std::string& profile_model = (*loaded)->profile->model_name;
+  if (plan->model_name != profile_model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flags.plan, ": plan is for model '", plan->model_name,
+        "' but profile ", flags.profile, " is for model '", profile_model,
+        "'"));
+  }
+  Semantics semantics = plan->semantics;
+  if (!flags.semantics.empty()) {
+    absl::StatusOr<Semantics> parsed = ParseSemanticsFlag(flags.semantics);
+    if (!parsed.ok()) return parsed.status();
+    semantics = *parsed;
+  }
+  const AnalyzedModel& model = (*loaded)->analyzed;
+  absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, *plan);
+  if (!masks.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flags.plan, ": ", masks.status().message()));
+  }
+  absl::StatusOr<StepResult> result = SimulateStep(model, *masks, semantics);
+  if (!result.ok()) return result.status();
+
+  if (flags.json) {
+    std::cout << ResultToJson(*plan, semantics, *result).dump() << "\n";
+    return absl::OkStatus();
+  }
+  std::cout << "simulate: " << plan->method << " plan for " << plan->model_name
+            << " (" << SemanticsName(semantics) << " semantics)";
+  if (plan->budget_bytes > 0) {
+    std::cout << ", budget " << BytesForHumans(plan->budget_bytes) << ": "
+              << (result->peak_bytes <= plan->budget_bytes ? "fits"
+                                                           : "DOES NOT FIT");
+  }
+  std::cout << "\n" << StepSummary(*result);
+  if (!PredictionHolds(plan->predicted, *result)) {
+    std::cout << "  note       differs from the plan's prediction (peak "
+              << BytesForHumans(plan->predicted.peak_bytes) << ", step "
+              << plan->predicted.step_ms << " ms): edited by hand?\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command AddSimulateCommand(CLI::App& app) {
+  auto flags = std::make_shared<SimulateFlags>();
+  CLI::App* command = app.add_subcommand(
+      "simulate",
+      "Replay one training step under a plan (made by sacplan or edited by "
+      "hand): forward through every block, head and loss, backward with "
+      "recompute, optimizer step. Reports the peak memory, where in the step "
+      "it happens, and the step time split into forward, backward and "
+      "recompute.");
+  command->add_option("--profile", flags->profile, "profile.json of the model")
+      ->required();
+  command->add_option("--plan", flags->plan, "plan.json to simulate")
+      ->required();
+  command->add_option("--semantics", flags->semantics,
+                      "Override the plan's semantics: torch-sac or sacplan");
+  command->add_flag("--json", flags->json,
+                    "Print one JSON object (peak_bytes, step_ms, "
+                    "recompute_ms, forward_ms, backward_ms, optimizer_ms, "
+                    "recomputed_ops, peak {phase, block, op}, ...)");
+  return {command, [flags] { return RunSimulate(*flags); }};
+}
+
+}  // namespace sacplan::cli

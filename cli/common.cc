@@ -1,0 +1,113 @@
+#include "common.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/presets.h"
+
+namespace sacplan::cli {
+
+absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(
+    const std::string& path) {
+  auto loaded = std::make_unique<LoadedProfile>();
+  absl::StatusOr<Profile> profile = ReadProfileFile(path);
+  if (!profile.ok()) return profile.status();
+  loaded->profile = std::make_unique<Profile>(*std::move(profile));
+  absl::StatusOr<AnalyzedModel> analyzed =
+      AnalyzeModel(loaded->profile->model);
+  if (!analyzed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", analyzed.status().message()));
+  }
+  loaded->analyzed = *std::move(analyzed);
+  return loaded;
+}
+
+absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text) {
+  absl::StatusOr<int64_t> bytes = ParseBytes(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--budget '", text, "': ", bytes.status().message(),
+        " (examples: 29GiB, 28.9GB, 31000000000)"));
+  }
+  return bytes;
+}
+
+absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
+  absl::StatusOr<Semantics> semantics = ParseSemantics(text);
+  if (!semantics.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--semantics '", text, "': expected torch-sac or sacplan"));
+  }
+  return semantics;
+}
+
+std::vector<std::string> ConcretePresetNames() {
+  std::vector<std::string> names;
+  for (const std::string& name : PresetNames()) {
+    if (name.rfind("every_nth", 0) == 0) {
+      names.push_back("every_nth:2");
+      names.push_back("every_nth:4");
+    } else {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
+absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
+                                          const std::string& preset,
+                                          Semantics semantics,
+                                          std::vector<SaveMask>* masks) {
+  absl::StatusOr<std::vector<SaveMask>> preset_masks =
+      PresetMasks(model, preset);
+  if (!preset_masks.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--preset '", preset, "': ", preset_masks.status().message(),
+        " (presets: ", absl::StrJoin(PresetNames(), ", "), ")"));
+  }
+  absl::StatusOr<StepResult> result =
+      SimulateStep(model, *preset_masks, semantics);
+  if (!result.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preset '", preset, "': ", result.status().message()));
+  }
+  if (masks != nullptr) *masks = *std::move(preset_masks);
+  return result;
+}
+
+absl::Status InfeasibleBudgetError(int64_t budget_bytes,
+                                   int64_t min_peak_bytes) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--budget ", BytesForHumans(budget_bytes),
+      " is below the smallest feasible peak ", BytesForHumans(min_peak_bytes),
+      ": no plan fits; give --budget ", min_peak_bytes, " or more"));
+}
+
+std::string BytesForHumans(int64_t bytes) {
+  return absl::StrCat(FormatBytes(bytes), " (", bytes, " bytes)");
+}
+
+std::string DescribeLocation(const StepLocation& where) {
+  std::string text = PhaseName(where.phase);
+  if (where.block >= 0) absl::StrAppend(&text, " of block ", where.block);
+  if (!where.op.empty()) absl::StrAppend(&text, ", op ", where.op);
+  return text;
+}
+
+std::string StepSummary(const StepResult& result) {
+  return absl::StrFormat(
+      "  peak       %s, reached in %s\n"
+      "  step       %.2f ms (forward %.2f, backward %.2f, recompute %.2f, "
+      "optimizer %.2f)\n"
+      "  recompute  %d ops, %.2f ms\n",
+      BytesForHumans(result.peak_bytes), DescribeLocation(result.peak),
+      result.step_ms, result.forward_ms, result.backward_ms,
+      result.recompute_ms, result.optimizer_ms, result.recomputed_ops,
+      result.recompute_ms);
+}
+
+}  // namespace sacplan::cli

@@ -1,0 +1,64 @@
+// Pieces every subcommand shares: loading a profile together with its
+// analysis, budgets and semantics from flags, and the one-line summaries.
+#ifndef SACPLAN_CLI_COMMON_H_
+#define SACPLAN_CLI_COMMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sacplan/planner/profile.h"
+#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/simulator.h"
+
+namespace sacplan::cli {
+
+// A profile and its analysis. Heap-held because AnalyzedModel points into
+// profile->model, so the pair must not move apart.
+struct LoadedProfile {
+  std::unique_ptr<Profile> profile;
+  AnalyzedModel analyzed;
+};
+
+// Reads, validates and analyses a profile file. Errors name the file.
+absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(
+    const std::string& path);
+
+// "--budget" text -> bytes; the error names the flag and the text.
+absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text);
+// "--semantics" text -> Semantics; the error lists the accepted names.
+absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text);
+
+// Preset names with every_nth:N expanded to concrete entries (every_nth:2,
+// every_nth:4), the rows of `compare` and the points of `frontier`.
+std::vector<std::string> ConcretePresetNames();
+
+// Simulates a preset on the model; `masks` (optional) receives its save
+// masks. The error names the preset.
+absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
+                                          const std::string& preset,
+                                          Semantics semantics,
+                                          std::vector<SaveMask>* masks);
+
+// The error for a budget below the smallest feasible peak; it names that
+// peak in bytes so a user can paste it back as --budget.
+absl::Status InfeasibleBudgetError(int64_t budget_bytes,
+                                   int64_t min_peak_bytes);
+
+// "26.80 GB" style peak plus the exact byte count, for error messages that
+// a user may paste back as --budget.
+std::string BytesForHumans(int64_t bytes);
+
+// Multi-line human summary of one simulated step (peak, where it happens,
+// times), each line prefixed by two spaces.
+std::string StepSummary(const StepResult& result);
+
+// "forward" / "backward of block 29, op self_attn" style description.
+std::string DescribeLocation(const StepLocation& where);
+
+}  // namespace sacplan::cli
+
+#endif  // SACPLAN_CLI_COMMON_H_

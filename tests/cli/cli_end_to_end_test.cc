@@ -1,0 +1,199 @@
+// The CLI as a user drives it: profile -> plan -> simulate round trips, the
+// compare table, and the headline claims on Wan2.1-1.3B at 72,000
+// tokens on an h100 roofline profile.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include "sacplan/planner/presets.h"
+
+namespace sacplan::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs a command that must succeed; returns its stdout.
+std::string MustRun(const std::vector<std::string>& args, const fs::path& dir) {
+  CliResult r = RunSacplan(args, dir);
+  EXPECT_EQ(r.exit_code, 0) << "stderr: " << r.err;
+  EXPECT_EQ(r.err, "");
+  return r.out;
+}
+
+fs::path MakeProfile(const fs::path& dir, const std::vector<std::string>& model) {
+  fs::path profile = dir / "profile.json";
+  std::vector<std::string> args = {"profile"};
+  args.insert(args.end(), model.begin(), model.end());
+  args.insert(args.end(), {"--device", "h100", "-o", profile.string()});
+  MustRun(args, dir);
+  return profile;
+}
+
+struct Predicted {
+  int64_t peak_bytes = 0;
+  double step_ms = 0;
+};
+
+Predicted PlanWith(const fs::path& dir, const fs::path& profile,
+                   const std::vector<std::string>& how,
+                   const std::string& name) {
+  fs::path plan = dir / (name + ".json");
+  std::vector<std::string> args = {"plan", "--profile", profile.string(), "-o",
+                                   plan.string()};
+  args.insert(args.end(), how.begin(), how.end());
+  MustRun(args, dir);
+  nlohmann::json doc = ReadJson(plan);
+  return {doc.at("predicted").at("peak_bytes").get<int64_t>(),
+          doc.at("predicted").at("step_ms").get<double>()};
+}
+
+TEST(CliEndToEnd, PlanThenSimulateJsonReproducesThePrediction) {
+  fs::path dir = FreshDir("round_trip");
+  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny"});
+  // A budget between full checkpointing and none makes the solver choose.
+  Predicted full = PlanWith(dir, profile, {"--preset", "full"}, "full");
+  Predicted none = PlanWith(dir, profile, {"--preset", "none"}, "none");
+  const int64_t budget = (full.peak_bytes + none.peak_bytes) / 2;
+  for (const std::string semantics : {"sacplan", "torch-sac"}) {
+    fs::path plan = dir / ("optimal_" + semantics + ".json");
+    MustRun({"plan", "--profile", profile.string(), "--budget",
+             std::to_string(budget), "--semantics", semantics, "-o",
+             plan.string()},
+            dir);
+    nlohmann::json planned = ReadJson(plan);
+    EXPECT_EQ(planned.at("schema"), "sacplan.plan/1");
+    EXPECT_EQ(planned.at("semantics"), semantics);
+    EXPECT_EQ(planned.at("budget_bytes"), budget);
+    EXPECT_LE(planned.at("predicted").at("peak_bytes").get<int64_t>(), budget);
+
+    std::string out = MustRun(
+        {"simulate", "--profile", profile.string(), "--plan", plan.string(),
+         "--json"},
+        dir);
+    ASSERT_EQ(LineCount(out), 1) << out;
+    nlohmann::json simulated = nlohmann::json::parse(out);
+    EXPECT_EQ(simulated.at("peak_bytes"),
+              planned.at("predicted").at("peak_bytes"));
+    EXPECT_DOUBLE_EQ(simulated.at("step_ms").get<double>(),
+                     planned.at("predicted").at("step_ms").get<double>());
+    EXPECT_DOUBLE_EQ(simulated.at("recompute_ms").get<double>(),
+                     planned.at("predicted").at("recompute_ms").get<double>());
+    for (const char* key : {"forward_ms", "backward_ms", "optimizer_ms",
+                            "recomputed_ops", "peak"}) {
+      EXPECT_TRUE(simulated.contains(key)) << key;
+    }
+    EXPECT_TRUE(simulated.at("peak").contains("phase"));
+    EXPECT_TRUE(simulated.at("fits").get<bool>());
+  }
+}
+
+TEST(CliEndToEnd, VideoShapeGivesTheSameProfileAsTokens) {
+  fs::path dir = FreshDir("video_shape");
+  fs::path by_shape = dir / "shape.json";
+  fs::path by_tokens = dir / "tokens.json";
+  MustRun({"profile", "--model", "wan2.1-1.3b", "--frames", "77", "--height",
+           "720", "--width", "1280", "--layers", "2", "-o", by_shape.string()},
+          dir);
+  MustRun({"profile", "--model", "wan2.1-1.3b", "--tokens", "72000",
+           "--layers", "2", "-o", by_tokens.string()},
+          dir);
+  EXPECT_EQ(ReadJson(by_shape), ReadJson(by_tokens));
+}
+
+TEST(CliEndToEnd, CompareListsEveryPresetAndTheOptimalPlan) {
+  fs::path dir = FreshDir("compare");
+  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny"});
+  std::string out = MustRun(
+      {"compare", "--profile", profile.string(), "--budget", "100GB"}, dir);
+  std::vector<std::string> rows = {"every_nth:2", "every_nth:4", "optimal"};
+  for (const std::string& name : PresetNames()) {
+    if (name.rfind("every_nth", 0) != 0) rows.push_back(name);
+  }
+  for (const std::string& row : rows) {
+    EXPECT_NE(out.find("\n" + row + " "), std::string::npos)
+        << row << " missing from:\n" << out;
+  }
+}
+
+TEST(CliEndToEnd, CompareSaysWhenNoPlanFits) {
+  fs::path dir = FreshDir("compare_infeasible");
+  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny"});
+  std::string out = MustRun(
+      {"compare", "--profile", profile.string(), "--budget", "1KB"}, dir);
+  EXPECT_NE(out.find("optimal       infeasible"), std::string::npos) << out;
+}
+
+// The headline: at the peak of attn_only (FastVideo's policy) and at
+// the peak of full checkpointing, the optimal plan is strictly faster.
+TEST(CliEndToEnd, Wan13BOptimalBeatsAttnOnlyAndFullAtTheirPeaks) {
+  fs::path dir = FreshDir("headline");
+  fs::path profile =
+      MakeProfile(dir, {"--model", "wan2.1-1.3b", "--tokens", "72000"});
+  for (const std::string preset : {"attn_only", "full"}) {
+    Predicted fixed = PlanWith(dir, profile, {"--preset", preset}, preset);
+    Predicted optimal =
+        PlanWith(dir, profile, {"--budget", std::to_string(fixed.peak_bytes)},
+                 "optimal_at_" + preset);
+    EXPECT_LE(optimal.peak_bytes, fixed.peak_bytes) << preset;
+    EXPECT_LT(optimal.step_ms, fixed.step_ms) << preset;
+  }
+}
+
+// For every preset, some frontier plan uses no more memory and is no slower.
+void ExpectFrontierDominatesPresets(const fs::path& dir, const fs::path& profile,
+                                    const std::string& semantics) {
+  fs::path frontier_path = dir / ("frontier_" + semantics + ".json");
+  MustRun({"frontier", "--profile", profile.string(), "--semantics", semantics,
+           "-o", frontier_path.string()},
+          dir);
+  nlohmann::json frontier = ReadJson(frontier_path);
+  ASSERT_EQ(frontier.at("schema"), "sacplan.frontier/1");
+  ASSERT_FALSE(frontier.at("points").empty());
+  ASSERT_FALSE(frontier.at("presets").empty());
+  for (const nlohmann::json& preset : frontier.at("presets")) {
+    const int64_t peak = preset.at("peak_bytes").get<int64_t>();
+    const double step = preset.at("step_ms").get<double>();
+    bool dominated = false;
+    for (const nlohmann::json& point : frontier.at("points")) {
+      // A frontier plan equal to the preset's masks simulates to the same
+      // doubles, so no tolerance is needed beyond summation-order noise.
+      dominated |= point.at("peak_bytes").get<int64_t>() <= peak &&
+                   point.at("step_ms").get<double>() <= step * (1 + 1e-12);
+    }
+    EXPECT_TRUE(dominated) << semantics << ": preset " << preset.dump();
+  }
+}
+
+TEST(CliEndToEnd, Wan13BFrontierIsNeverWorseThanAPreset) {
+  fs::path dir = FreshDir("frontier_wan13b");
+  fs::path profile =
+      MakeProfile(dir, {"--model", "wan2.1-1.3b", "--tokens", "72000"});
+  ExpectFrontierDominatesPresets(dir, profile, "sacplan");
+  ExpectFrontierDominatesPresets(dir, profile, "torch-sac");
+}
+
+TEST(CliEndToEnd, LlamaFrontierIsNeverWorseThanAPreset) {
+  fs::path dir = FreshDir("frontier_llama");
+  fs::path profile = MakeProfile(dir, {"--model", "llama-tiny"});
+  ExpectFrontierDominatesPresets(dir, profile, "sacplan");
+  ExpectFrontierDominatesPresets(dir, profile, "torch-sac");
+}
+
+TEST(CliEndToEnd, HelpExitsZeroAndNoSubcommandPrintsHelp) {
+  fs::path dir = FreshDir("help");
+  for (const std::string command :
+       {"profile", "plan", "simulate", "compare", "frontier"}) {
+    CliResult r = RunSacplan({command, "--help"}, dir);
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << command;
+  }
+  CliResult bare = RunSacplan({}, dir);
+  EXPECT_EQ(bare.exit_code, 0);
+  EXPECT_NE(bare.out.find("compare"), std::string::npos) << bare.out;
+}
+
+}  // namespace
+}  // namespace sacplan::testing

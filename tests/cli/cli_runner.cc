@@ -1,0 +1,91 @@
+#include "cli_runner.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace sacplan::testing {
+
+CliResult RunSacplan(const std::vector<std::string>& args,
+                     const std::filesystem::path& dir) {
+  const std::string out_path = (dir / ".stdout").string();
+  const std::string err_path = (dir / ".stderr").string();
+
+  std::vector<std::string> argv_text = {SACPLAN_BINARY};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_text) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+  CliResult result;
+  pid_t pid = 0;
+  // The child keeps our working directory; tests pass absolute paths and
+  // `dir` only holds the captured streams.
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot spawn " << SACPLAN_BINARY << ": rc " << rc;
+    return result;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  result.out = ReadText(out_path);
+  result.err = ReadText(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return result;
+}
+
+std::filesystem::path FreshDir(const std::string& name) {
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                              ("sacplan_cli_" + std::to_string(getpid())) /
+                              name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void WriteText(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+nlohmann::json ReadJson(const std::filesystem::path& path) {
+  return nlohmann::json::parse(ReadText(path));
+}
+
+void WriteJson(const std::filesystem::path& path, const nlohmann::json& doc) {
+  WriteText(path, doc.dump(1));
+}
+
+int LineCount(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  if (!text.empty() && text.back() != '\n') ++lines;
+  return lines;
+}
+
+}  // namespace sacplan::testing

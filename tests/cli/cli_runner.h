@@ -1,0 +1,38 @@
+// Runs the built `sacplan` binary in a scratch directory and captures what
+// a user would see: exit status, stdout and stderr.
+#ifndef SACPLAN_TESTS_CLI_CLI_RUNNER_H_
+#define SACPLAN_TESTS_CLI_CLI_RUNNER_H_
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sacplan::testing {
+
+struct CliResult {
+  int exit_code = -1;  // -1 when the process did not exit normally
+  std::string out;
+  std::string err;
+};
+
+// Spawns SACPLAN_BINARY with `args` (no shell involved); `dir` holds the
+// captured streams while it runs. Paths in `args` should be absolute.
+CliResult RunSacplan(const std::vector<std::string>& args,
+                     const std::filesystem::path& dir);
+
+// A fresh, empty directory for one test, under gtest's TempDir().
+std::filesystem::path FreshDir(const std::string& name);
+
+std::string ReadText(const std::filesystem::path& path);
+void WriteText(const std::filesystem::path& path, const std::string& text);
+nlohmann::json ReadJson(const std::filesystem::path& path);
+void WriteJson(const std::filesystem::path& path, const nlohmann::json& doc);
+
+// Number of lines in `text` (a final newline does not start a line).
+int LineCount(const std::string& text);
+
+}  // namespace sacplan::testing
+
+#endif  // SACPLAN_TESTS_CLI_CLI_RUNNER_H_
