@@ -1,0 +1,98 @@
+// A LLaMA decoder block (HF LlamaDecoderLayer names): pre-RMSNorm,
+// grouped-query causal attention with RoPE, SwiGLU MLP. Unlike Wan, the
+// residual stream stays in the activation dtype.
+#include "op_builder.h"
+
+namespace sacplan {
+
+using models_internal::BlockBuilder;
+using models_internal::MakeTensor;
+
+namespace {
+constexpr const char* kF32 = "float32";
+}  // namespace
+
+Block BuildLlamaBlock(const ModelConfig& c, int index) {
+  const std::string& act = c.act_dtype;
+  const int64_t b = c.batch, s = c.tokens, d = c.dim, f = c.ffn;
+  const int64_t head_dim = d / c.heads;
+  const int64_t kv_dim = c.kv_heads * head_dim;
+  BlockBuilder bb(c, index);
+  bb.AddInput(MakeTensor("x", {b, s, d}, act), InputKind::kCarried);
+  // cos and sin tables stacked: [2, s, head_dim] fp32, constants.
+  bb.AddInput(MakeTensor("rope", {2, s, head_dim}, kF32, false), InputKind::kShared);
+
+  auto rms_norm = [&](const std::string& id, const std::string& in) {
+    Op& op = bb.AddOp(id, "rms_norm", {in}, {MakeTensor(id + ".out", {b, s, d}, act)},
+                      {in}, /*flops_per_element=*/4);
+    bb.SetParams(op, d);
+  };
+
+  rms_norm("input_layernorm", "x");
+  bb.AddLinear("self_attn.q_proj", "input_layernorm.out", d, false, act);
+  bb.AddLinear("self_attn.k_proj", "input_layernorm.out", kv_dim, false, act);
+  bb.AddLinear("self_attn.v_proj", "input_layernorm.out", kv_dim, false, act);
+  bb.AddOp("self_attn.rope_q", "rope", {"self_attn.q_proj.out", "rope"},
+           {MakeTensor("self_attn.rope_q.out", {b, s, d}, act)}, {"rope"}, 6);
+  bb.AddOp("self_attn.rope_k", "rope", {"self_attn.k_proj.out", "rope"},
+           {MakeTensor("self_attn.rope_k.out", {b, s, kv_dim}, act)}, {"rope"}, 6);
+
+  const std::vector<std::string> qkv = {"self_attn.rope_q.out", "self_attn.rope_k.out",
+                                        "self_attn.v_proj.out"};
+  Op& attn = bb.AddOp("self_attn.attn", "attention", qkv,
+                      {MakeTensor("self_attn.attn.out", {b, s, d}, act),
+                       MakeTensor("self_attn.attn.lse", {b, c.heads, s}, kF32, false)},
+                      {qkv[0], qkv[1], qkv[2], "self_attn.attn.out", "self_attn.attn.lse"},
+                      0);
+  // Causal: half of the dense 4·s²·d (GQA shares K/V, not FLOPs).
+  attn.flops = 2.0 * b * static_cast<double>(s) * s * d * c.attn_density;
+  bb.AddLinear("self_attn.o_proj", "self_attn.attn.out", d, false, act);
+  bb.AddOp("residual1", "add", {"x", "self_attn.o_proj.out"},
+           {MakeTensor("residual1.out", {b, s, d}, act)}, {}, 1);
+
+  rms_norm("post_attention_layernorm", "residual1.out");
+  bb.AddLinear("mlp.gate_proj", "post_attention_layernorm.out", f, false, act);
+  bb.AddLinear("mlp.up_proj", "post_attention_layernorm.out", f, false, act);
+  // silu(gate) * up: its backward needs both operands.
+  bb.AddOp("mlp.act", "swiglu", {"mlp.gate_proj.out", "mlp.up_proj.out"},
+           {MakeTensor("mlp.act.out", {b, s, f}, act)},
+           {"mlp.gate_proj.out", "mlp.up_proj.out"}, /*flops_per_element=*/5);
+  bb.AddLinear("mlp.down_proj", "mlp.act.out", d, false, act);
+  bb.AddOp("residual2", "add", {"residual1.out", "mlp.down_proj.out"},
+           {MakeTensor("residual2.out", {b, s, d}, act)}, {}, 1);
+  return bb.Finish("residual2.out");
+}
+
+namespace models_internal {
+
+int64_t LlamaNonBlockParams(const ModelConfig& c) {
+  // embed_tokens + final norm + untied lm_head.
+  return c.vocab * c.dim + c.dim + c.dim * c.vocab;
+}
+
+FixedMemory LlamaFixedMemory(const ModelConfig& c, int64_t block_params) {
+  const int64_t nonblock = LlamaNonBlockParams(c);
+  const int64_t total = block_params * c.layers + nonblock;
+  const int64_t p = DtypeBytes(c.param_dtype);
+  FixedMemory fixed;
+  fixed.param_bytes = total * p;
+  fixed.optimizer_state_bytes = OptimizerStateBytes(c, total);
+  fixed.nonblock_grad_bytes = nonblock * p;
+  // fp32 logits plus the softmax / logits-gradient buffer of the same size.
+  fixed.head_bytes = c.batch * c.tokens * c.vocab * 4 * 2;
+  return fixed;
+}
+
+NonBlockCost LlamaNonBlockCost(const ModelConfig& c) {
+  const double b = c.batch, s = c.tokens, d = c.dim, v = c.vocab;
+  NonBlockCost cost;
+  cost.fwd_flops = 2 * b * s * d * v;  // lm_head; embedding is a gather
+  // Embedding gather out, final norm in/out, lm_head weight, fp32 logits
+  // written then read twice by the loss (max/sum and gradient).
+  cost.fwd_bytes_moved = b * s * d * 2 * 3 + d * v * 2 + b * s * v * 4 * 3;
+  cost.kernels = 8;
+  return cost;
+}
+
+}  // namespace models_internal
+}  // namespace sacplan

@@ -1,0 +1,186 @@
+// Wan2.1 WanAttentionBlock as an op graph (wan/modules/model.py):
+//   e = modulation + e0 (6 chunks); x += gate1 * self_attn(norm1(x)*(1+scale)+shift)
+//   x += cross_attn(norm3(x), context); x += gate2 * ffn(norm2(x)*(1+scale)+shift)
+// The residual stream and the modulation run in fp32 (Wan wraps them in
+// autocast(float32)); what feeds a linear is emitted in the activation dtype.
+#include "op_builder.h"
+
+namespace sacplan {
+
+using models_internal::BlockBuilder;
+using models_internal::MakeTensor;
+
+namespace {
+
+constexpr const char* kF32 = "float32";
+
+// q/k/v/o projections with RMS qk-norm, shared by self- and cross-attention.
+// `q_in` is the query source, `kv_in` the key/value source ([b, kv_len, d]).
+void AddAttention(BlockBuilder& bb, const ModelConfig& c,
+                  const std::string& prefix, const std::string& q_in,
+                  const std::string& kv_in, bool self_attention) {
+  const std::string& act = c.act_dtype;
+  const int64_t b = c.batch, s = c.tokens, d = c.dim;
+  const int64_t kv_len = self_attention ? c.tokens : c.text_tokens;
+
+  auto norm = [&](const std::string& id, const std::string& in) {
+    Op& op = bb.AddOp(id, "rms_norm", {in},
+                      {MakeTensor(id + ".out", bb.Tensor(in).shape, act)},
+                      {in}, /*flops_per_element=*/4);
+    bb.SetParams(op, d);  // RMSNorm weight
+  };
+  bb.AddLinear(prefix + ".q", q_in, d, true, act);
+  norm(prefix + ".norm_q", prefix + ".q.out");
+  bb.AddLinear(prefix + ".k", kv_in, d, true, act);
+  norm(prefix + ".norm_k", prefix + ".k.out");
+  bb.AddLinear(prefix + ".v", kv_in, d, true, act);
+
+  std::string q = prefix + ".norm_q.out", k = prefix + ".norm_k.out";
+  if (self_attention) {
+    // 3-axis RoPE on q and k; its backward only needs the frequency table.
+    for (const char* which : {"q", "k"}) {
+      const std::string id = prefix + ".rope_" + which;
+      const std::string in = prefix + ".norm_" + which + ".out";
+      bb.AddOp(id, "rope", {in, "freqs"}, {MakeTensor(id + ".out", {b, s, d}, act)},
+               {"freqs"}, /*flops_per_element=*/6);
+    }
+    q = prefix + ".rope_q.out";
+    k = prefix + ".rope_k.out";
+  }
+  const std::string v = prefix + ".v.out";
+  const std::string attn = prefix + ".attn";
+  // Flash attention keeps the output and the log-sum-exp for its backward.
+  Op& op = bb.AddOp(attn, "attention", {q, k, v},
+                    {MakeTensor(attn + ".out", {b, s, d}, act),
+                     MakeTensor(attn + ".lse", {b, c.heads, s}, kF32, false)},
+                    {q, k, v, attn + ".out", attn + ".lse"}, 0);
+  // 4·s·kv·d: QK^T and PV, 2 FLOPs per MAC. Only self-attention is sparse
+  // (block-sparse video attention); 512 text tokens are always dense.
+  const double density = self_attention ? c.attn_density : 1.0;
+  op.flops = 4.0 * b * static_cast<double>(s) * kv_len * d * density;
+  bb.AddLinear(prefix + ".o", attn + ".out", d, true, act);
+}
+
+// norm(x) * (1 + scale) + shift, in the activation dtype for the linears.
+void AddNormModulate(BlockBuilder& bb, const ModelConfig& c,
+                     const std::string& norm, const std::string& modulate,
+                     const std::string& x) {
+  const int64_t b = c.batch, s = c.tokens, d = c.dim;
+  bb.AddOp(norm, "layer_norm", {x},
+           {MakeTensor(norm + ".out", {b, s, d}, kF32),
+            MakeTensor(norm + ".stats", {b, s, 2}, kF32, false)},
+           {x, norm + ".stats"}, /*flops_per_element=*/5);
+  bb.AddOp(modulate, "elementwise", {norm + ".out", "modulation.out"},
+           {MakeTensor(modulate + ".out", {b, s, d}, c.act_dtype)},
+           {norm + ".out", "modulation.out"}, /*flops_per_element=*/3);
+}
+
+// x + y * gate: the gate product in fp32, then the residual add.
+void AddGatedResidual(BlockBuilder& bb, const ModelConfig& c,
+                      const std::string& gate, const std::string& residual,
+                      const std::string& x, const std::string& y) {
+  const int64_t b = c.batch, s = c.tokens, d = c.dim;
+  bb.AddOp(gate, "elementwise", {y, "modulation.out"},
+           {MakeTensor(gate + ".out", {b, s, d}, kF32)}, {y, "modulation.out"},
+           /*flops_per_element=*/1);
+  // An add's backward passes the gradient through: it needs nothing saved.
+  bb.AddOp(residual, "add", {x, gate + ".out"},
+           {MakeTensor(residual + ".out", {b, s, d}, kF32)}, {}, 1);
+}
+
+}  // namespace
+
+Block BuildWanBlock(const ModelConfig& c, int index) {
+  const std::string& act = c.act_dtype;
+  const int64_t b = c.batch, s = c.tokens, d = c.dim, f = c.ffn;
+  BlockBuilder bb(c, index);
+  bb.AddInput(MakeTensor("x", {b, s, d}, kF32), InputKind::kCarried);
+  bb.AddInput(MakeTensor("e", {b, 6, d}, kF32), InputKind::kShared);
+  bb.AddInput(MakeTensor("context", {b, c.text_tokens, d}, act), InputKind::kShared);
+  // RoPE table: complex128 per (position, channel pair); a constant.
+  bb.AddInput(MakeTensor("freqs", {s, d / c.heads / 2}, "complex128", false),
+              InputKind::kShared);
+
+  // modulation (a [1, 6, d] parameter) + e; backward of an add needs nothing.
+  Op& mod = bb.AddOp("modulation", "elementwise", {"e"},
+                     {MakeTensor("modulation.out", {b, 6, d}, kF32)}, {}, 1);
+  bb.SetParams(mod, 6 * d);
+
+  AddNormModulate(bb, c, "norm1", "modulate1", "x");
+  AddAttention(bb, c, "self_attn", "modulate1.out", "modulate1.out", true);
+  AddGatedResidual(bb, c, "gate1", "residual1", "x", "self_attn.o.out");
+
+  // norm3 is an affine LayerNorm (cross_attn_norm=True) whose output goes
+  // straight into the cross-attention query, so it is emitted in act dtype.
+  Op& norm3 = bb.AddOp("norm3", "layer_norm", {"residual1.out"},
+                       {MakeTensor("norm3.out", {b, s, d}, act),
+                        MakeTensor("norm3.stats", {b, s, 2}, kF32, false)},
+                       {"residual1.out", "norm3.stats"}, 5);
+  bb.SetParams(norm3, 2 * d);
+  AddAttention(bb, c, "cross_attn", "norm3.out", "context", false);
+  // The cross-attention residual is ungated.
+  bb.AddOp("residual2", "add", {"residual1.out", "cross_attn.o.out"},
+           {MakeTensor("residual2.out", {b, s, d}, kF32)}, {}, 1);
+
+  AddNormModulate(bb, c, "norm2", "modulate2", "residual2.out");
+  bb.AddLinear("ffn.0", "modulate2.out", f, true, act);
+  bb.AddOp("ffn.1", "gelu", {"ffn.0.out"}, {MakeTensor("ffn.1.out", {b, s, f}, act)},
+           {"ffn.0.out"}, /*flops_per_element=*/8);  // tanh approximation
+  bb.AddLinear("ffn.2", "ffn.1.out", d, true, act);
+  AddGatedResidual(bb, c, "gate2", "residual3", "residual2.out", "ffn.2.out");
+  return bb.Finish("residual3.out");
+}
+
+namespace models_internal {
+
+namespace {
+constexpr int64_t kLatentChannels = 16;  // Wan VAE latent channels
+constexpr int64_t kPatchVolume = 1 * 2 * 2;  // patch (t, h, w)
+constexpr int64_t kTextDim = 4096;  // umT5-XXL embedding width
+constexpr int64_t kFreqDim = 256;   // sinusoidal timestep embedding width
+}  // namespace
+
+int64_t WanNonBlockParams(const ModelConfig& c) {
+  const int64_t d = c.dim;
+  const int64_t head_out = kLatentChannels * kPatchVolume;  // 64
+  const int64_t patch_embedding = kLatentChannels * d * kPatchVolume + d;
+  const int64_t text_embedding = kTextDim * d + d + d * d + d;
+  const int64_t time_embedding = kFreqDim * d + d + d * d + d;
+  const int64_t time_projection = d * 6 * d + 6 * d;
+  const int64_t head = d * head_out + head_out + 2 * d;  // + head modulation
+  return patch_embedding + text_embedding + time_embedding + time_projection +
+         head;
+}
+
+FixedMemory WanFixedMemory(const ModelConfig& c, int64_t block_params) {
+  const int64_t nonblock = WanNonBlockParams(c);
+  const int64_t total = block_params * c.layers + nonblock;
+  const int64_t p = DtypeBytes(c.param_dtype);
+  FixedMemory fixed;
+  fixed.param_bytes = total * p;
+  fixed.optimizer_state_bytes = OptimizerStateBytes(c, total);
+  fixed.nonblock_grad_bytes = nonblock * p;
+  // Head output [b, s, 64] fp32 plus a loss buffer of the same size.
+  const int64_t head_out = c.batch * c.tokens * kLatentChannels * kPatchVolume * 4;
+  fixed.head_bytes = 2 * head_out;
+  return fixed;
+}
+
+NonBlockCost WanNonBlockCost(const ModelConfig& c) {
+  const double b = c.batch, s = c.tokens, d = c.dim, txt = c.text_tokens;
+  const double pv = kLatentChannels * kPatchVolume;
+  NonBlockCost cost;
+  cost.fwd_flops = 2 * b * s * pv * d                  // patch embedding
+                   + 2 * b * txt * (kTextDim * d + d * d)  // text embedding
+                   + 2 * b * (kFreqDim * d + 7 * d * d)    // time emb + proj
+                   + 2 * b * s * d * pv;                // head linear
+  // Latents in, patch embedding out (fp32), head norm reads the last block's
+  // output, head writes [b, s, 64]; text tokens in and out.
+  cost.fwd_bytes_moved = b * s * pv * 4 + b * s * d * 4 + 2 * b * s * d * 4 +
+                         b * s * pv * 4 + b * txt * (kTextDim + d) * 2;
+  cost.kernels = 12;
+  return cost;
+}
+
+}  // namespace models_internal
+}  // namespace sacplan

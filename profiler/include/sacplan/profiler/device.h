@@ -1,0 +1,33 @@
+// Device presets for the roofline profiler.
+#ifndef SACPLAN_PROFILER_DEVICE_H_
+#define SACPLAN_PROFILER_DEVICE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sacplan {
+
+struct DevicePreset {
+  std::string name;            // "h100", "h200", "a100", "l40s"
+  std::string description;     // "NVIDIA H100 SXM5 80GB"
+  double peak_bf16_tflops = 0; // dense tensor-core peak
+  double hbm_gbps = 0;         // memory bandwidth, GB/s (1e9)
+  int64_t memory_bytes = 0;    // device memory
+  // Achieved fractions of peak (realistic, not datasheet).
+  double gemm_efficiency = 0.8;
+  double attn_fwd_efficiency = 0.6;
+  double attn_bwd_efficiency = 0.5;
+  double memory_efficiency = 0.85;  // memory-bound kernels
+  double launch_overhead_ms = 0.005;  // per kernel
+};
+
+std::vector<std::string> DeviceNames();
+// NotFound listing the known names otherwise.
+absl::StatusOr<DevicePreset> DeviceByName(const std::string& name);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PROFILER_DEVICE_H_
