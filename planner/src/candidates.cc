@@ -152,6 +152,23 @@ std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
                                            : SacplanFrontier(block);
 }
 
+std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
+                                     std::vector<SaveMask> masks) {
+  const std::vector<int> free_ops = FreeOps(block);
+  const size_t base = masks.size();
+  masks.reserve(base * (free_ops.size() + 1));
+  for (size_t i = 0; i < base; ++i) {
+    for (int k : free_ops) {
+      SaveMask flipped = masks[i];
+      flipped[k] = !flipped[k];
+      masks.push_back(std::move(flipped));
+    }
+  }
+  std::sort(masks.begin(), masks.end());
+  masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+  return masks;
+}
+
 std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics) {

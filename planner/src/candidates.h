@@ -31,6 +31,12 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
                                         Semantics semantics);
 
+// The masks plus every mask one op's decision away from one of them: the
+// (kept, recompute) frontier misses save sets whose transient peaks are
+// lower, and those sit next to it (docs/memory_model.md#solver).
+std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
+                                     std::vector<SaveMask> masks);
+
 // Evaluates each mask and keeps those no other mask beats on all four of
 // kept, forward peak, backward peak and recompute time (ties: the first).
 std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,

@@ -34,6 +34,52 @@ absl::Status CheckTensor(const Block& block, const std::string& where,
 
 }  // namespace
 
+namespace {
+
+const TensorInfo* FindOutput(const Block& block, const std::string& id) {
+  for (const Op& op : block.ops) {
+    for (const TensorInfo& out : op.outputs) {
+      if (out.id == id) return &out;
+    }
+  }
+  return nullptr;
+}
+
+// Each block's output is the next block's carried input, and every block
+// reads the same shared inputs, so sizes must agree across blocks.
+absl::Status CheckBlocksConnect(const std::vector<Block>& blocks) {
+  auto carried = [](const Block& block) -> const TensorInfo& {
+    for (const BlockInput& in : block.inputs) {
+      if (in.kind == InputKind::kCarried) return in.tensor;
+    }
+    return block.inputs.front().tensor;  // unreachable after ValidateBlock
+  };
+  auto shared = [](const Block& block) {
+    std::vector<std::pair<std::string, int64_t>> list;
+    for (const BlockInput& in : block.inputs) {
+      if (in.kind == InputKind::kShared) list.push_back({in.tensor.id, in.tensor.bytes});
+    }
+    return list;
+  };
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) {
+    const TensorInfo* out = FindOutput(blocks[i], blocks[i].output);
+    const TensorInfo& next_in = carried(blocks[i + 1]);
+    if (out != nullptr && out->bytes != next_in.bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks[", i + 1, "]: carried input '", next_in.id, "' has ",
+          next_in.bytes, " bytes but blocks[", i, "] outputs ", out->bytes));
+    }
+    if (shared(blocks[i + 1]) != shared(blocks.front())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks[", i + 1, "].inputs: shared inputs differ from blocks[0]'s "
+          "(every block must read the same step-level tensors)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateBlock(const Block& block) {
   std::set<std::string> defined;
   std::set<std::string> op_ids;
@@ -129,6 +175,7 @@ absl::Status ValidateModel(const Model& model) {
     }
     if (auto s = ValidateBlock(model.blocks[i]); !s.ok()) return s;
   }
+  if (auto s = CheckBlocksConnect(model.blocks); !s.ok()) return s;
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
       f.nonblock_grad_bytes < 0 || f.head_bytes < 0 ||

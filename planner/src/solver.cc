@@ -96,7 +96,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       const std::vector<SaveMask> masks =
           free_ops <= options.exhaustive_max_ops
               ? AllSaveMasks(analysis)
-              : FrontierSaveMasks(analysis, options.semantics);
+              : WithNeighbours(analysis,
+                               FrontierSaveMasks(analysis, options.semantics));
       cls->candidates = ParetoCandidates(analysis, masks, options.semantics);
       match = cls.get();
       solver.classes_.push_back(std::move(cls));

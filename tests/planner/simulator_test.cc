@@ -1,0 +1,107 @@
+#include "sacplan/planner/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "sacplan/planner/presets.h"
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+const SaveMask kNone{true, true, true};
+const SaveMask kFull{false, false, false};
+
+// Expected values below are worked out by hand in the comments of
+// docs/memory_model.md's chain example: x = 200 B, fc.out = act.out = 400 B.
+TEST(EvaluateBlockTest, ChainBlockCostsByHand) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  const BlockCost none = EvaluateBlock(block, kNone, Semantics::kSacplan);
+  EXPECT_EQ(none.kept_bytes, 600);           // x + fc.out
+  EXPECT_EQ(none.forward_peak_bytes, 1200);  // x + fc.out + act.out + add.out
+  EXPECT_EQ(none.backward_peak_bytes, 1600);
+  EXPECT_EQ(none.recomputed_ops, 0);
+
+  const BlockCost full = EvaluateBlock(block, kFull, Semantics::kSacplan);
+  EXPECT_EQ(full.kept_bytes, 200);
+  EXPECT_EQ(full.forward_peak_bytes, 1000);
+  EXPECT_EQ(full.backward_peak_bytes, 1600);
+  EXPECT_DOUBLE_EQ(full.recompute_ms, 3.0);
+
+  const BlockCost sac = EvaluateBlock(block, kFull, Semantics::kTorchSac);
+  EXPECT_EQ(sac.kept_bytes, 200);
+  EXPECT_EQ(sac.backward_peak_bytes, 1600);
+  EXPECT_DOUBLE_EQ(sac.recompute_ms, 4.5);
+  EXPECT_EQ(sac.recomputed_ops, 3);
+}
+
+TEST(SimulateStepTest, TwoBlockChainByHand) {
+  const Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+
+  const StepResult none = *SimulateStep(analyzed, {kNone, kNone}, Semantics::kSacplan);
+  EXPECT_EQ(none.peak_bytes, 1000 + 600 + 1600);  // block 0 kept + block 1 bwd
+  EXPECT_EQ(none.peak.phase, Phase::kBackward);
+  EXPECT_EQ(none.peak.block, 1);
+  EXPECT_EQ(none.peak.op, "act");
+  EXPECT_DOUBLE_EQ(none.forward_ms, 9.0);
+  EXPECT_DOUBLE_EQ(none.backward_ms, 15.0);
+  EXPECT_DOUBLE_EQ(none.step_ms, 24.0);
+
+  const StepResult full = *SimulateStep(analyzed, {kFull, kFull}, Semantics::kSacplan);
+  EXPECT_EQ(full.peak_bytes, 1000 + 200 + 1600);
+  EXPECT_DOUBLE_EQ(full.recompute_ms, 6.0);
+  EXPECT_DOUBLE_EQ(full.step_ms, 30.0);
+  EXPECT_EQ(full.recomputed_ops, 2);
+}
+
+TEST(SimulateStepTest, CheckpointingTheLastBlockDoesNotLowerThePeak) {
+  const Model model = testing::ChainModel(3);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    const StepResult all_full =
+        *SimulateStep(analyzed, {kFull, kFull, kFull}, semantics);
+    const StepResult last_kept =
+        *SimulateStep(analyzed, {kFull, kFull, kNone}, semantics);
+    EXPECT_EQ(last_kept.peak_bytes, all_full.peak_bytes);
+    EXPECT_LT(last_kept.step_ms, all_full.step_ms);
+  }
+}
+
+TEST(SimulateStepTest, TimelineEndsWithOnlyParametersAndGradients) {
+  const Model model = testing::RandomModel(3, 6, 11, /*identical=*/false);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const auto masks = *PresetMasks(analyzed, "full");
+  SimulateOptions options;
+  options.record_timeline = true;
+  const StepResult r = *SimulateStep(analyzed, masks, Semantics::kSacplan, options);
+  ASSERT_FALSE(r.timeline.empty());
+  const TimelinePoint& end = r.timeline.back();
+  EXPECT_EQ(end.where.phase, Phase::kOptimizer);
+  for (MemoryCategory c : {MemoryCategory::kKept, MemoryCategory::kForwardLive,
+                           MemoryCategory::kRecomputed,
+                           MemoryCategory::kActivationGrads}) {
+    EXPECT_EQ(end.bytes[static_cast<int>(c)], 0) << MemoryCategoryName(c);
+  }
+  EXPECT_DOUBLE_EQ(end.time_ms, r.step_ms);
+  int64_t max_total = 0;
+  for (const TimelinePoint& p : r.timeline) max_total = std::max(max_total, p.total_bytes);
+  EXPECT_EQ(max_total, r.peak_bytes);
+}
+
+TEST(SimulateStepTest, RejectsMasksOfTheWrongShape) {
+  const Model model = testing::ChainModel(2);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  EXPECT_FALSE(SimulateStep(analyzed, {kNone}, Semantics::kSacplan).ok());
+  EXPECT_FALSE(SimulateStep(analyzed, {kNone, {true}}, Semantics::kSacplan).ok());
+}
+
+TEST(AnalyzeModelTest, RejectsABlockWhoseOutputItsOwnBackwardReads) {
+  Model model = testing::ChainModel(1);
+  model.blocks[0].ops[2].backward_needs = {"add.out"};
+  const auto analyzed = AnalyzeModel(model);
+  ASSERT_FALSE(analyzed.ok());
+  EXPECT_NE(analyzed.status().message().find("add.out"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sacplan

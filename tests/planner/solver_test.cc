@@ -1,0 +1,140 @@
+#include "sacplan/planner/solver.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <set>
+
+#include "candidates.h"
+#include "sacplan/planner/presets.h"
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+struct Outcome {
+  int64_t peak_bytes;
+  double step_ms;
+};
+
+// Every combination of every block's save set, simulated as a whole step.
+std::vector<Outcome> BruteForce(const AnalyzedModel& model, Semantics semantics) {
+  std::vector<std::vector<SaveMask>> per_block;
+  for (const BlockAnalysis& block : model.blocks) per_block.push_back(AllSaveMasks(block));
+  std::vector<Outcome> outcomes;
+  std::vector<size_t> choice(model.blocks.size(), 0);
+  while (true) {
+    std::vector<SaveMask> masks;
+    for (size_t b = 0; b < choice.size(); ++b) masks.push_back(per_block[b][choice[b]]);
+    const StepResult r = *SimulateStep(model, masks, semantics);
+    outcomes.push_back({r.peak_bytes, r.step_ms});
+    size_t b = 0;
+    while (b < choice.size() && ++choice[b] == per_block[b].size()) choice[b++] = 0;
+    if (b == choice.size()) break;
+  }
+  return outcomes;
+}
+
+double BestTimeWithin(const std::vector<Outcome>& outcomes, int64_t budget) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const Outcome& o : outcomes) {
+    if (o.peak_bytes <= budget) best = std::min(best, o.step_ms);
+  }
+  return best;
+}
+
+struct ExactCase {
+  Semantics semantics;
+  int exhaustive_max_ops;
+};
+
+class SolverExactTest : public ::testing::TestWithParam<ExactCase> {};
+
+// The solver against brute force over all save sets of all blocks, for many
+// random graphs and every budget at which the brute-force optimum changes.
+TEST_P(SolverExactTest, MatchesBruteForce) {
+  const ExactCase param = GetParam();
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    const Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
+    const AnalyzedModel analyzed = *AnalyzeModel(model);
+    const std::vector<Outcome> outcomes = BruteForce(analyzed, param.semantics);
+    SolverOptions options;
+    options.semantics = param.semantics;
+    options.exhaustive_max_ops = param.exhaustive_max_ops;
+    const Solver solver = *Solver::Create(analyzed, options);
+
+    int64_t min_peak = std::numeric_limits<int64_t>::max();
+    for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
+    ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
+    EXPECT_FALSE(solver.Solve(min_peak - 1).ok());
+
+    std::set<int64_t> budgets;
+    for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
+    for (const int64_t budget : budgets) {
+      const auto plan = solver.Solve(budget);
+      ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
+      EXPECT_LE(plan->result.peak_bytes, budget);
+      EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
+          << "seed " << seed << " budget " << budget;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BothSemanticsBothGenerators, SolverExactTest,
+    ::testing::Values(ExactCase{Semantics::kSacplan, 12},
+                      ExactCase{Semantics::kTorchSac, 12},
+                      ExactCase{Semantics::kSacplan, 0},
+                      ExactCase{Semantics::kTorchSac, 0}));
+
+TEST(SolverTest, InfeasibleBudgetNamesTheSmallestFeasibleOne) {
+  const Model model = testing::ChainModel(3);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const Solver solver = *Solver::Create(analyzed, {});
+  const auto plan = solver.Solve(solver.MinPeakBytes() - 1);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find(std::to_string(solver.MinPeakBytes())),
+            std::string::npos);
+}
+
+TEST(SolverTest, LastBlockIsLeftUncheckpointedAtTheFullPeak) {
+  const Model model = testing::ChainModel(3);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const Solver solver = *Solver::Create(analyzed, {});
+  const StepResult full =
+      *SimulateStep(analyzed, *PresetMasks(analyzed, "full"), Semantics::kSacplan);
+  const SolvedPlan plan = *solver.Solve(full.peak_bytes);
+  EXPECT_LT(plan.result.step_ms, full.step_ms);
+  // Blocks 0 and 1 recompute fc (3 ms each); the last block nothing.
+  EXPECT_DOUBLE_EQ(plan.result.recompute_ms, 6.0);
+  EXPECT_EQ(EvaluateBlock(analyzed.blocks.back(), plan.masks.back(),
+                          Semantics::kSacplan).recomputed_ops, 0);
+}
+
+TEST(SolverTest, FrontierIsMonotoneAndNeverWorseThanAPreset) {
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    const Model model = testing::RandomModel(4, 7, 5, /*identical=*/true);
+    const AnalyzedModel analyzed = *AnalyzeModel(model);
+    SolverOptions options;
+    options.semantics = semantics;
+    const Solver solver = *Solver::Create(analyzed, options);
+    const std::vector<SolvedPlan> frontier = solver.Frontier(32);
+    ASSERT_GE(frontier.size(), 2u);
+    for (size_t i = 1; i < frontier.size(); ++i) {
+      EXPECT_GT(frontier[i].result.peak_bytes, frontier[i - 1].result.peak_bytes);
+      EXPECT_LT(frontier[i].result.step_ms, frontier[i - 1].result.step_ms);
+    }
+    for (const char* preset : {"none", "full", "torchtitan", "attn_only", "megatron",
+                               "every_nth:2"}) {
+      const StepResult p =
+          *SimulateStep(analyzed, *PresetMasks(analyzed, preset), semantics);
+      const auto plan = solver.Solve(p.peak_bytes);
+      ASSERT_TRUE(plan.ok()) << preset;
+      EXPECT_LE(plan->result.step_ms, p.step_ms) << preset;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sacplan

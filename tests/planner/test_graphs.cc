@@ -1,0 +1,122 @@
+#include "test_graphs.h"
+
+#include <algorithm>
+#include <random>
+
+namespace sacplan::testing {
+
+TensorInfo Tensor(const std::string& id, int64_t bytes, bool requires_grad) {
+  TensorInfo t;
+  t.id = id;
+  t.bytes = bytes;
+  t.dtype = "float32";
+  t.shape = {bytes / 4 > 0 ? bytes / 4 : 1};
+  t.requires_grad = requires_grad;
+  return t;
+}
+
+namespace {
+
+Op MakeOp(const std::string& id, const std::string& kind,
+          std::vector<std::string> inputs, std::vector<TensorInfo> outputs,
+          std::vector<std::string> needs, double fwd_ms, double bwd_ms) {
+  Op op;
+  op.id = id;
+  op.kind = kind;
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.backward_needs = std::move(needs);
+  op.fwd_ms = fwd_ms;
+  op.bwd_ms = bwd_ms;
+  return op;
+}
+
+}  // namespace
+
+Block ChainBlock(int index, int64_t width) {
+  Block block;
+  block.index = index;
+  block.inputs.push_back({Tensor("x", 2 * width), InputKind::kCarried});
+  block.ops.push_back(MakeOp("fc", "linear", {"x"}, {Tensor("fc.out", 4 * width)},
+                             {"x"}, 3.0, 6.0));
+  block.ops.back().param_bytes = 10;
+  block.ops.push_back(MakeOp("act", "gelu", {"fc.out"},
+                             {Tensor("act.out", 4 * width)}, {"fc.out"}, 1.0, 1.0));
+  block.ops.push_back(MakeOp("add", "add", {"x", "act.out"},
+                             {Tensor("add.out", 2 * width)}, {}, 0.5, 0.5));
+  block.output = "add.out";
+  return block;
+}
+
+Model ChainModel(int blocks, int64_t fixed_bytes) {
+  Model model;
+  for (int b = 0; b < blocks; ++b) model.blocks.push_back(ChainBlock(b));
+  model.fixed.param_bytes = fixed_bytes;
+  return model;
+}
+
+Block RandomBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
+                  int64_t shared_bytes) {
+  std::mt19937 rng(seed);
+  auto uniform = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  Block block;
+  block.index = index;
+  block.inputs.push_back({Tensor("x", residual_bytes), InputKind::kCarried});
+  block.inputs.push_back({Tensor("ctx", shared_bytes), InputKind::kShared});
+  std::vector<std::string> available{"x"};
+  for (int k = 0; k < ops - 1; ++k) {
+    const std::string id = "op" + std::to_string(k);
+    std::vector<std::string> inputs{available[uniform(0, available.size() - 1)]};
+    if (uniform(0, 3) == 0) inputs.push_back("ctx");
+    if (uniform(0, 2) == 0 && available.size() > 1) {
+      const std::string extra = available[uniform(0, available.size() - 1)];
+      if (std::find(inputs.begin(), inputs.end(), extra) == inputs.end()) {
+        inputs.push_back(extra);
+      }
+    }
+    std::vector<TensorInfo> outputs{Tensor(id + ".out", 8 * uniform(1, 16))};
+    if (uniform(0, 4) == 0) outputs.push_back(Tensor(id + ".stats", 8, false));
+    std::vector<std::string> needs;
+    for (const std::string& in : inputs) {
+      if (uniform(0, 2) > 0) needs.push_back(in);
+    }
+    for (const TensorInfo& out : outputs) {
+      if (uniform(0, 3) == 0) needs.push_back(out.id);
+    }
+    Op op = MakeOp(id, uniform(0, 1) ? "linear" : "elementwise", inputs, outputs,
+                   needs, 0.25 * uniform(1, 12), 0.25 * uniform(1, 20));
+    op.workspace_bytes = uniform(0, 2) == 0 ? 8 * uniform(1, 4) : 0;
+    op.bwd_workspace_bytes = uniform(0, 2) == 0 ? 8 * uniform(1, 4) : 0;
+    op.param_bytes = uniform(0, 1) ? 8 * uniform(1, 3) : 0;
+    block.ops.push_back(std::move(op));
+    available.push_back(id + ".out");
+  }
+  block.ops.push_back(MakeOp("residual", "add", {"x", available.back()},
+                             {Tensor("residual.out", residual_bytes)}, {}, 0.25,
+                             0.25));
+  block.output = "residual.out";
+  return block;
+}
+
+Model RandomModel(int blocks, int ops, uint32_t seed, bool identical) {
+  Model model;
+  std::mt19937 rng(seed ^ 0x5acu);
+  const int64_t residual_bytes = 8 * (2 + rng() % 11);
+  const int64_t shared_bytes = 8 * (1 + rng() % 4);
+  for (int b = 0; b < blocks; ++b) {
+    model.blocks.push_back(RandomBlock(b, ops, identical ? seed : seed + 7919 * b,
+                                       residual_bytes, shared_bytes));
+  }
+  model.fixed.param_bytes = 64 + rng() % 64;
+  model.fixed.optimizer_state_bytes = 2 * model.fixed.param_bytes;
+  model.fixed.nonblock_grad_bytes = 8 * (rng() % 4);
+  model.fixed.head_bytes = 8 * (rng() % 6);
+  model.fixed.head_fwd_ms = 1;
+  model.fixed.head_bwd_ms = 2;
+  model.fixed.optimizer_ms = 0.5;
+  return model;
+}
+
+}  // namespace sacplan::testing

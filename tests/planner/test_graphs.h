@@ -1,0 +1,35 @@
+// Small op graphs for planner tests: a hand-written chain and random DAGs.
+#ifndef SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_
+#define SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sacplan/planner/graph.h"
+
+namespace sacplan::testing {
+
+// A tensor of `bytes` bytes named `id`.
+TensorInfo Tensor(const std::string& id, int64_t bytes, bool requires_grad = true);
+
+// x -> fc (linear, needs x) -> act (gelu, needs fc.out) -> add (x + act.out).
+// fc.out is 4 bytes per unit of `width`, act.out the same, x 2 units.
+Block ChainBlock(int index, int64_t width = 100);
+
+// A model of `blocks` ChainBlocks with fixed memory `fixed_bytes`.
+Model ChainModel(int blocks, int64_t fixed_bytes = 1000);
+
+// A random block: `ops` ops over a carried input of `residual_bytes` and a
+// shared input, with random sizes, times, backward needs, workspaces and
+// parameter bytes. The last op is a residual add that the block hands on.
+Block RandomBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
+                  int64_t shared_bytes);
+
+// `blocks` random blocks (all from `seed` when `identical`, else one seed
+// each), fixed memory and head costs.
+Model RandomModel(int blocks, int ops, uint32_t seed, bool identical);
+
+}  // namespace sacplan::testing
+
+#endif  // SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_
