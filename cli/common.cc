@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
 
@@ -29,9 +28,8 @@ absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(
 absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text) {
   absl::StatusOr<int64_t> bytes = ParseBytes(text);
   if (!bytes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--budget '", text, "': ", bytes.status().message(),
-        " (examples: 29GiB, 28.9GB, 31000000000)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--budget '", text, "': ", bytes.status().message()));
   }
   return bytes;
 }
@@ -66,8 +64,7 @@ absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
       PresetMasks(model, preset);
   if (!preset_masks.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--preset '", preset, "': ", preset_masks.status().message(),
-        " (presets: ", absl::StrJoin(PresetNames(), ", "), ")"));
+        "--preset '", preset, "': ", preset_masks.status().message()));
   }
   absl::StatusOr<StepResult> result =
       SimulateStep(model, *preset_masks, semantics);
