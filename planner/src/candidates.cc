@@ -129,6 +129,48 @@ bool Dominates(const BlockCost& a, const BlockCost& b) {
          a.recompute_ms <= b.recompute_ms;
 }
 
+// Sorts so that a candidate can only be dominated by an earlier one, then
+// keeps those no earlier one dominates.
+std::vector<BlockCandidate> ParetoFilter(std::vector<BlockCandidate> all,
+                                         int64_t quantum_bytes) {
+  auto round_up = [quantum_bytes](const BlockCost& c) {
+    BlockCost r = c;
+    r.kept_bytes = (c.kept_bytes + quantum_bytes - 1) / quantum_bytes;
+    r.forward_peak_bytes = (c.forward_peak_bytes + quantum_bytes - 1) / quantum_bytes;
+    r.backward_peak_bytes =
+        (c.backward_peak_bytes + quantum_bytes - 1) / quantum_bytes;
+    return r;
+  };
+  std::stable_sort(all.begin(), all.end(),
+                   [](const BlockCandidate& a, const BlockCandidate& b) {
+                     const BlockCost& x = a.cost;
+                     const BlockCost& y = b.cost;
+                     if (x.recompute_ms != y.recompute_ms)
+                       return x.recompute_ms < y.recompute_ms;
+                     if (x.kept_bytes != y.kept_bytes)
+                       return x.kept_bytes < y.kept_bytes;
+                     if (x.backward_peak_bytes != y.backward_peak_bytes)
+                       return x.backward_peak_bytes < y.backward_peak_bytes;
+                     return x.forward_peak_bytes < y.forward_peak_bytes;
+                   });
+  std::vector<BlockCandidate> frontier;
+  std::vector<BlockCost> rounded;
+  for (BlockCandidate& candidate : all) {
+    const BlockCost mine = round_up(candidate.cost);
+    bool dominated = false;
+    for (const BlockCost& kept : rounded) {
+      if (Dominates(kept, mine)) {
+        dominated = true;
+        break;
+      }
+    }
+    if (dominated) continue;
+    rounded.push_back(mine);
+    frontier.push_back(std::move(candidate));
+  }
+  return frontier;
+}
+
 }  // namespace
 
 std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block) {
@@ -177,31 +219,13 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
   for (const SaveMask& mask : masks) {
     all.push_back({mask, EvaluateBlock(block, mask, semantics)});
   }
-  // After this order, a candidate can only be dominated by an earlier one.
-  std::stable_sort(all.begin(), all.end(),
-                   [](const BlockCandidate& a, const BlockCandidate& b) {
-                     const BlockCost& x = a.cost;
-                     const BlockCost& y = b.cost;
-                     if (x.recompute_ms != y.recompute_ms)
-                       return x.recompute_ms < y.recompute_ms;
-                     if (x.kept_bytes != y.kept_bytes)
-                       return x.kept_bytes < y.kept_bytes;
-                     if (x.backward_peak_bytes != y.backward_peak_bytes)
-                       return x.backward_peak_bytes < y.backward_peak_bytes;
-                     return x.forward_peak_bytes < y.forward_peak_bytes;
-                   });
-  std::vector<BlockCandidate> frontier;
-  for (BlockCandidate& candidate : all) {
-    bool dominated = false;
-    for (const BlockCandidate& kept : frontier) {
-      if (Dominates(kept.cost, candidate.cost)) {
-        dominated = true;
-        break;
-      }
-    }
-    if (!dominated) frontier.push_back(std::move(candidate));
-  }
-  return frontier;
+  return ParetoFilter(std::move(all), 1);
+}
+
+std::vector<BlockCandidate> ThinCandidates(std::vector<BlockCandidate> candidates,
+                                           int64_t quantum_bytes) {
+  if (quantum_bytes <= 1) return candidates;
+  return ParetoFilter(std::move(candidates), quantum_bytes);
 }
 
 }  // namespace sacplan

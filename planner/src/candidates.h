@@ -43,6 +43,12 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics);
 
+// Keeps, among candidates whose kept bytes and peaks round up to the same
+// multiples of `quantum_bytes`, only those not beaten on time by one at most
+// as large in every rounded quantity. quantum_bytes 1 changes nothing.
+std::vector<BlockCandidate> ThinCandidates(std::vector<BlockCandidate> candidates,
+                                           int64_t quantum_bytes);
+
 }  // namespace sacplan
 
 #endif  // SACPLAN_PLANNER_SRC_CANDIDATES_H_

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "candidates.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/presets.h"
 
 namespace sacplan {
 
@@ -14,15 +15,18 @@ struct Solver::BlockClass {
   std::vector<BlockCandidate> candidates;
 };
 
+// Memory that is live whatever the plan, at the moments the chain DP checks;
+// it mirrors SimulateStep (solver tests compare the two).
+struct Solver::StepConstants {
+  int64_t forward_base = 0;            // + P_j + forward peak of block j
+  std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
+  int64_t head_base = 0;               // + P_L (every block's kept bytes)
+  int64_t plan_independent_peak = 0;   // setup and optimizer moments
+};
+
 namespace {
 
-// Memory that is live whatever the plan, at the moments the chain DP checks.
-struct StepConstants {
-  int64_t forward_base = 0;               // + P_j + forward peak of block j
-  std::vector<int64_t> backward_base;     // per block: + P_j + backward peak
-  int64_t head_base = 0;                  // + P_L (every block's kept bytes)
-  int64_t plan_independent_peak = 0;      // setup and optimizer moments
-};
+using StepConstants = Solver::StepConstants;
 
 StepConstants ComputeConstants(const AnalyzedModel& model) {
   const FixedMemory& fixed = model.model->fixed;
@@ -33,6 +37,7 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   c.forward_base = resident;
   const BlockAnalysis& last = model.blocks.back();
   const int64_t last_out = last.tensors[last.output].bytes;
+  // The head holds the last output and its gradient at once.
   c.head_base = resident + 2 * last_out + fixed.head_bytes +
                 fixed.nonblock_grad_bytes + model.shared_input_grad_bytes;
   c.backward_base.assign(block_count, 0);
@@ -50,8 +55,16 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   return c;
 }
 
-// One state of the chain DP: kept bytes of the blocks so far, a value to
-// minimise (time, or the running peak) and how it was reached.
+// The highest live bytes while block b runs, given the kept bytes of the
+// blocks before it.
+int64_t BlockMoment(const StepConstants& c, int b, const BlockCost& cost,
+                    int64_t prefix_kept_bytes) {
+  return prefix_kept_bytes + std::max(c.forward_base + cost.forward_peak_bytes,
+                                      c.backward_base[b] + cost.backward_peak_bytes);
+}
+
+// One state of the chain DP: kept bytes of the blocks so far, the value
+// minimised (time, or the running peak) and how it was reached.
 struct ChainState {
   int64_t prefix_kept_bytes = 0;
   double value = 0;
@@ -59,20 +72,41 @@ struct ChainState {
   int candidate = -1;  // candidate chosen for the block of this layer
 };
 
-void PruneStates(std::vector<ChainState>& states) {
-  std::sort(states.begin(), states.end(),
-            [](const ChainState& a, const ChainState& b) {
-              if (a.prefix_kept_bytes != b.prefix_kept_bytes)
-                return a.prefix_kept_bytes < b.prefix_kept_bytes;
-              return a.value < b.value;
-            });
-  std::vector<ChainState> kept;
-  for (const ChainState& s : states) {
-    if (!kept.empty() && s.value >= kept.back().value) continue;
-    kept.push_back(s);
+// Collects the states of one layer, keeping the best per bucket of kept
+// bytes: an array indexed by bucket, so each transition costs O(1).
+class BucketLayer {
+ public:
+  BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes)
+      : quantum_bytes_(quantum_bytes),
+        slots_(static_cast<size_t>(max_prefix_bytes / quantum_bytes + 1)) {}
+
+  void Offer(const ChainState& state) {
+    const size_t bucket = static_cast<size_t>(state.prefix_kept_bytes / quantum_bytes_);
+    if (bucket >= slots_.size()) return;
+    ChainState& slot = slots_[bucket];
+    if (slot.candidate < 0 || state.value < slot.value ||
+        (state.value == slot.value &&
+         state.prefix_kept_bytes < slot.prefix_kept_bytes)) {
+      slot = state;
+    }
   }
-  states = std::move(kept);
-}
+
+  // The kept states by ascending kept bytes, without those that a state with
+  // fewer kept bytes beats.
+  std::vector<ChainState> Frontier() const {
+    std::vector<ChainState> kept;
+    for (const ChainState& s : slots_) {
+      if (s.candidate < 0) continue;
+      if (!kept.empty() && s.value >= kept.back().value) continue;
+      kept.push_back(s);
+    }
+    return kept;
+  }
+
+ private:
+  int64_t quantum_bytes_;
+  std::vector<ChainState> slots_;
+};
 
 }  // namespace
 
@@ -81,6 +115,26 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   Solver solver;
   solver.model_ = &model;
   solver.options_ = options;
+  solver.constants_ = std::make_shared<const StepConstants>(ComputeConstants(model));
+  for (const char* preset : {"none", "full", "torchtitan", "attn_only", "megatron",
+                             "every_nth:2", "every_nth:4"}) {
+    SolvedPlan plan;
+    auto masks = PresetMasks(model, preset);
+    if (!masks.ok()) return masks.status();
+    plan.masks = *std::move(masks);
+    auto result = SimulateStep(model, plan.masks, options.semantics);
+    if (!result.ok()) return result.status();
+    plan.result = *std::move(result);
+    solver.reference_plans_.push_back(std::move(plan));
+  }
+  const int64_t none_peak = solver.reference_plans_[0].result.peak_bytes;
+  const int64_t full_peak = solver.reference_plans_[1].result.peak_bytes;
+  // Candidates are thinned at the grain of the smallest budgets anyone asks
+  // for (about full checkpointing's peak); states at that of each budget.
+  solver.quantum_bytes_ = solver.QuantumFor(full_peak);
+  const int64_t candidate_quantum_bytes =
+      std::max<int64_t>(1, solver.quantum_bytes_ / 4);
+
   for (size_t b = 0; b < model.blocks.size(); ++b) {
     const Block& block = model.model->blocks[b];
     BlockClass* match = nullptr;
@@ -98,15 +152,24 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
               ? AllSaveMasks(analysis)
               : WithNeighbours(analysis,
                                FrontierSaveMasks(analysis, options.semantics));
-      cls->candidates = ParetoCandidates(analysis, masks, options.semantics);
+      cls->candidates =
+          ThinCandidates(ParetoCandidates(analysis, masks, options.semantics),
+                         candidate_quantum_bytes);
       match = cls.get();
       solver.classes_.push_back(std::move(cls));
     }
     solver.block_class_.push_back(match);
   }
-  solver.min_peak_ = solver.ChainMinPeak();
-  auto fastest = solver.ChainSolve(std::numeric_limits<int64_t>::max());
-  solver.max_useful_peak_ = fastest->result.peak_bytes;
+
+  auto least = solver.Simulate(solver.RunChain(0, /*minimize_peak=*/true));
+  if (!least.ok()) return least.status();
+  solver.reference_plans_.push_back(*std::move(least));
+  solver.min_peak_ = std::numeric_limits<int64_t>::max();
+  for (const SolvedPlan& plan : solver.reference_plans_) {
+    solver.min_peak_ = std::min(solver.min_peak_, plan.result.peak_bytes);
+  }
+  // Saving everything recomputes nothing, so no plan is faster.
+  solver.max_useful_peak_ = std::max(solver.min_peak_, none_peak);
   return solver;
 }
 
@@ -121,85 +184,116 @@ std::vector<int> Solver::CandidateCounts() const {
 int64_t Solver::MinPeakBytes() const { return min_peak_; }
 int64_t Solver::MaxUsefulPeakBytes() const { return max_useful_peak_; }
 
-// Least achievable peak: the chain DP with the running peak as the value.
-int64_t Solver::ChainMinPeak() const {
-  const StepConstants c = ComputeConstants(*model_);
-  std::vector<ChainState> states{
-      {0, static_cast<double>(c.plan_independent_peak), -1, -1}};
-  for (size_t b = 0; b < block_class_.size(); ++b) {
-    std::vector<ChainState> next;
-    for (const ChainState& s : states) {
-      for (const BlockCandidate& cand : block_class_[b]->candidates) {
-        const int64_t moment = s.prefix_kept_bytes + std::max(
-            c.forward_base + cand.cost.forward_peak_bytes,
-            c.backward_base[b] + cand.cost.backward_peak_bytes);
-        next.push_back({s.prefix_kept_bytes + cand.cost.kept_bytes,
-                        std::max(s.value, static_cast<double>(moment)), -1, -1});
-      }
-    }
-    PruneStates(next);
-    states = std::move(next);
+int64_t Solver::ComposedPeak(const std::vector<int>& choice) const {
+  const StepConstants& c = *constants_;
+  int64_t prefix = 0;
+  int64_t peak = c.plan_independent_peak;
+  for (size_t b = 0; b < choice.size(); ++b) {
+    const BlockCost& cost = block_class_[b]->candidates[choice[b]].cost;
+    peak = std::max(peak, BlockMoment(c, static_cast<int>(b), cost, prefix));
+    prefix += cost.kept_bytes;
   }
-  int64_t best = std::numeric_limits<int64_t>::max();
-  for (const ChainState& s : states) {
-    best = std::min(best, std::max(static_cast<int64_t>(s.value),
-                                   s.prefix_kept_bytes + c.head_base));
-  }
-  return best;
+  return std::max(peak, prefix + c.head_base);
 }
 
-absl::StatusOr<SolvedPlan> Solver::ChainSolve(int64_t budget_bytes) const {
-  const StepConstants c = ComputeConstants(*model_);
+int64_t Solver::QuantumFor(int64_t budget_bytes) const {
+  return std::max<int64_t>(1, budget_bytes / std::max(1, options_.memory_resolution));
+}
+
+std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak) const {
+  const StepConstants& c = *constants_;
+  const int64_t quantum_bytes =
+      minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes);
   const int block_count = static_cast<int>(block_class_.size());
-  if (c.plan_independent_peak > budget_bytes) {
-    return absl::FailedPreconditionError("budget below plan-independent memory");
+  if (!minimize_peak && c.plan_independent_peak > budget_bytes) return {};
+  // Kept bytes never exceed the budget (they are live at the head), nor the
+  // sum of every block's largest kept bytes.
+  int64_t max_prefix_bytes = 0;
+  for (const BlockClass* cls : block_class_) {
+    int64_t largest = 0;
+    for (const BlockCandidate& cand : cls->candidates) {
+      largest = std::max(largest, cand.cost.kept_bytes);
+    }
+    max_prefix_bytes += largest;
   }
+  if (!minimize_peak) max_prefix_bytes = std::min(max_prefix_bytes, budget_bytes);
   std::vector<std::vector<ChainState>> layers(block_count + 1);
-  layers[0] = {{0, 0.0, -1, -1}};
+  layers[0] = {{0, minimize_peak ? static_cast<double>(c.plan_independent_peak) : 0.0,
+                -1, -1}};
   for (int b = 0; b < block_count; ++b) {
-    std::vector<ChainState>& next = layers[b + 1];
+    BucketLayer next(quantum_bytes, max_prefix_bytes);
     const std::vector<BlockCandidate>& candidates = block_class_[b]->candidates;
     for (int si = 0; si < static_cast<int>(layers[b].size()); ++si) {
       const ChainState& s = layers[b][si];
       for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
         const BlockCost& cost = candidates[ci].cost;
-        if (s.prefix_kept_bytes + c.forward_base + cost.forward_peak_bytes >
-                budget_bytes ||
-            s.prefix_kept_bytes + c.backward_base[b] + cost.backward_peak_bytes >
-                budget_bytes) {
-          continue;
+        const int64_t moment = BlockMoment(c, b, cost, s.prefix_kept_bytes);
+        double value;
+        if (minimize_peak) {
+          value = std::max(s.value, static_cast<double>(moment));
+        } else {
+          if (moment > budget_bytes) continue;
+          value = s.value + cost.recompute_ms;
         }
-        next.push_back({s.prefix_kept_bytes + cost.kept_bytes,
-                        s.value + cost.recompute_ms, si, ci});
+        next.Offer({s.prefix_kept_bytes + cost.kept_bytes, value, si, ci});
       }
     }
-    PruneStates(next);
+    layers[b + 1] = next.Frontier();
   }
   int best = -1;
+  double best_value = std::numeric_limits<double>::infinity();
   const std::vector<ChainState>& final_states = layers[block_count];
   for (int si = 0; si < static_cast<int>(final_states.size()); ++si) {
     const ChainState& s = final_states[si];
-    if (s.prefix_kept_bytes + c.head_base > budget_bytes) continue;
-    if (best < 0 || s.value < final_states[best].value) best = si;
+    const int64_t head = s.prefix_kept_bytes + c.head_base;
+    double value = s.value;
+    if (minimize_peak) {
+      value = std::max(value, static_cast<double>(head));
+    } else if (head > budget_bytes) {
+      continue;
+    }
+    if (value < best_value) {
+      best_value = value;
+      best = si;
+    }
   }
-  if (best < 0) {
-    return absl::FailedPreconditionError("no plan fits the budget");
-  }
-  SolvedPlan plan;
-  plan.masks.resize(block_count);
+  if (best < 0) return {};
+  std::vector<int> choice(block_count);
   for (int b = block_count, si = best; b > 0; --b) {
-    const ChainState& s = layers[b][si];
-    plan.masks[b - 1] = block_class_[b - 1]->candidates[s.candidate].mask;
-    si = s.parent;
+    choice[b - 1] = layers[b][si].candidate;
+    si = layers[b][si].parent;
+  }
+  return choice;
+}
+
+void Solver::ImproveGreedily(int64_t budget_bytes, std::vector<int>& choice) const {
+  bool improved = true;
+  while (improved) {
+    improved = false;
+    for (size_t b = 0; b < choice.size(); ++b) {
+      const auto& candidates = block_class_[b]->candidates;
+      const int current = choice[b];
+      for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
+        if (candidates[ci].cost.recompute_ms >= candidates[choice[b]].cost.recompute_ms) {
+          continue;
+        }
+        const int before = choice[b];
+        choice[b] = ci;
+        if (ComposedPeak(choice) > budget_bytes) choice[b] = before;
+      }
+      improved |= choice[b] != current;
+    }
+  }
+}
+
+absl::StatusOr<SolvedPlan> Solver::Simulate(const std::vector<int>& choice) const {
+  SolvedPlan plan;
+  for (size_t b = 0; b < choice.size(); ++b) {
+    plan.masks.push_back(block_class_[b]->candidates[choice[b]].mask);
   }
   auto result = SimulateStep(*model_, plan.masks, options_.semantics);
   if (!result.ok()) return result.status();
   plan.result = *std::move(result);
-  if (plan.result.peak_bytes > budget_bytes) {
-    return absl::InternalError(absl::StrCat(
-        "solver and simulator disagree: plan peak ", plan.result.peak_bytes,
-        " exceeds budget ", budget_bytes));
-  }
   return plan;
 }
 
@@ -210,18 +304,40 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes) const {
         " bytes) is below the smallest feasible peak ", FormatBytes(min_peak_),
         " (", min_peak_, " bytes) for this model and semantics"));
   }
-  return ChainSolve(budget_bytes);
+  std::vector<int> choice = RunChain(budget_bytes, /*minimize_peak=*/false);
+  absl::StatusOr<SolvedPlan> best = absl::NotFoundError("no plan");
+  if (!choice.empty()) {
+    ImproveGreedily(budget_bytes, choice);
+    best = Simulate(choice);
+    if (!best.ok()) return best.status();
+    if (best->result.peak_bytes > budget_bytes) {
+      return absl::InternalError(absl::StrCat(
+          "solver and simulator disagree: plan peak ", best->result.peak_bytes,
+          " exceeds budget ", budget_bytes));
+    }
+  }
+  // Coarse buckets can lose the states near a reference plan's peak.
+  for (const SolvedPlan& plan : reference_plans_) {
+    if (plan.result.peak_bytes > budget_bytes) continue;
+    if (!best.ok() || plan.result.step_ms < best->result.step_ms) best = plan;
+  }
+  return best;
 }
 
 std::vector<SolvedPlan> Solver::Frontier(int points) const {
   points = std::max(points, 2);
-  std::vector<SolvedPlan> plans;
+  std::vector<int64_t> budgets;
   for (int i = 0; i < points; ++i) {
-    const int64_t budget =
-        min_peak_ + static_cast<int64_t>(
-                        static_cast<long double>(max_useful_peak_ - min_peak_) *
-                        i / (points - 1));
-    auto plan = ChainSolve(budget);
+    budgets.push_back(min_peak_ + static_cast<int64_t>(
+                                      static_cast<long double>(max_useful_peak_ - min_peak_) *
+                                      i / (points - 1)));
+  }
+  for (const SolvedPlan& plan : reference_plans_) {
+    budgets.push_back(plan.result.peak_bytes);
+  }
+  std::vector<SolvedPlan> plans;
+  for (const int64_t budget : budgets) {
+    auto plan = Solve(budget);
     if (plan.ok()) plans.push_back(*std::move(plan));
   }
   std::sort(plans.begin(), plans.end(),

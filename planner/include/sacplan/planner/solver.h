@@ -18,6 +18,12 @@ struct SolverOptions {
   // Blocks with at most this many free (non-collective) ops have every save
   // set enumerated; larger blocks use the Pareto dynamic programme.
   int exhaustive_max_ops = 12;
+  // The chain DP keeps one state per bucket of (budget / memory_resolution)
+  // bytes of kept activations; candidates are thinned to the grain of full
+  // checkpointing's peak. Small models get 1-byte buckets and an exact answer;
+  // in general the plan is at least as fast as the optimum for a budget
+  // smaller by blocks x bucket, then improved greedily. More is slower.
+  int memory_resolution = 8192;
 };
 
 struct SolvedPlan {
@@ -39,27 +45,43 @@ class Solver {
 
   // The smallest peak any plan reaches.
   int64_t MinPeakBytes() const;
-  // The peak of the fastest plan (nothing recomputed that costs time).
+  // The peak of the fastest plan: saving every op, nothing recomputed.
   int64_t MaxUsefulPeakBytes() const;
 
   // Optimal plans at `points` budgets spread evenly from MinPeakBytes() to
-  // MaxUsefulPeakBytes(), with dominated and repeated plans dropped; sorted
-  // by ascending peak. points >= 2.
+  // MaxUsefulPeakBytes() and at every preset's peak, with dominated and
+  // repeated plans dropped; sorted by ascending peak. points >= 2.
   std::vector<SolvedPlan> Frontier(int points) const;
 
   // Number of candidate save sets kept per block (after Pareto pruning).
   std::vector<int> CandidateCounts() const;
 
-  struct BlockClass;  // blocks sharing a structure share candidates
+  struct BlockClass;     // blocks sharing a structure share candidates
+  struct StepConstants;  // plan-independent memory at each moment
 
  private:
   Solver() = default;
-  int64_t ChainMinPeak() const;
-  absl::StatusOr<SolvedPlan> ChainSolve(int64_t budget_bytes) const;
+  // Candidate index per block; empty when nothing fits. With
+  // minimize_peak the budget is ignored and the running peak minimised.
+  std::vector<int> RunChain(int64_t budget_bytes, bool minimize_peak) const;
+  // Bucket size for a budget: budget / memory_resolution, at least 1.
+  int64_t QuantumFor(int64_t budget_bytes) const;
+  // Peak of a choice of candidates, composed from block costs.
+  int64_t ComposedPeak(const std::vector<int>& choice) const;
+  // Swaps single blocks to faster candidates while the peak still fits.
+  void ImproveGreedily(int64_t budget_bytes, std::vector<int>& choice) const;
+  absl::StatusOr<SolvedPlan> Simulate(const std::vector<int>& choice) const;
+
   const AnalyzedModel* model_ = nullptr;
   SolverOptions options_;
+  std::shared_ptr<const StepConstants> constants_;
+  int64_t quantum_bytes_ = 1;
   std::vector<BlockClass*> block_class_;  // per block, into classes_
   std::vector<std::shared_ptr<BlockClass>> classes_;
+  // Whole plans Solve falls back on when they beat the DP's answer: the
+  // presets and the least-peak plan. Keeps the solver never worse than a
+  // preset, whatever the bucketing loses.
+  std::vector<SolvedPlan> reference_plans_;
   int64_t min_peak_ = 0;
   int64_t max_useful_peak_ = 0;
 };
