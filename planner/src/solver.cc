@@ -131,7 +131,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   const int64_t full_peak = solver.reference_plans_[1].result.peak_bytes;
   // Candidates are thinned at the grain of the smallest budgets anyone asks
   // for (about full checkpointing's peak); states at that of each budget.
-  solver.quantum_bytes_ = solver.QuantumFor(full_peak);
+  solver.quantum_bytes_ = solver.QuantumFor(full_peak, options.memory_resolution);
   const int64_t candidate_quantum_bytes =
       std::max<int64_t>(1, solver.quantum_bytes_ / 4);
 
@@ -161,7 +161,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     solver.block_class_.push_back(match);
   }
 
-  auto least = solver.Simulate(solver.RunChain(0, /*minimize_peak=*/true));
+  auto least = solver.Simulate(solver.RunChain(0, /*minimize_peak=*/true, options.memory_resolution));
   if (!least.ok()) return least.status();
   solver.reference_plans_.push_back(*std::move(least));
   solver.min_peak_ = std::numeric_limits<int64_t>::max();
@@ -196,14 +196,15 @@ int64_t Solver::ComposedPeak(const std::vector<int>& choice) const {
   return std::max(peak, prefix + c.head_base);
 }
 
-int64_t Solver::QuantumFor(int64_t budget_bytes) const {
-  return std::max<int64_t>(1, budget_bytes / std::max(1, options_.memory_resolution));
+int64_t Solver::QuantumFor(int64_t budget_bytes, int resolution) const {
+  return std::max<int64_t>(1, budget_bytes / std::max(1, resolution));
 }
 
-std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak) const {
+std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak,
+                                  int resolution) const {
   const StepConstants& c = *constants_;
   const int64_t quantum_bytes =
-      minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes);
+      minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes, resolution);
   const int block_count = static_cast<int>(block_class_.size());
   if (!minimize_peak && c.plan_independent_peak > budget_bytes) return {};
   // Kept bytes never exceed the budget (they are live at the head), nor the
@@ -223,16 +224,23 @@ std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak) cons
   for (int b = 0; b < block_count; ++b) {
     BucketLayer next(quantum_bytes, max_prefix_bytes);
     const std::vector<BlockCandidate>& candidates = block_class_[b]->candidates;
+    // Candidates by the bytes they add to the kept prefix at their own
+    // moment, so that each state stops at the first one that cannot fit.
+    std::vector<std::pair<int64_t, int>> by_moment;
+    for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
+      by_moment.push_back({BlockMoment(c, b, candidates[ci].cost, 0), ci});
+    }
+    std::sort(by_moment.begin(), by_moment.end());
     for (int si = 0; si < static_cast<int>(layers[b].size()); ++si) {
       const ChainState& s = layers[b][si];
-      for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
+      for (const auto& [own_moment, ci] : by_moment) {
         const BlockCost& cost = candidates[ci].cost;
-        const int64_t moment = BlockMoment(c, b, cost, s.prefix_kept_bytes);
+        const int64_t moment = s.prefix_kept_bytes + own_moment;
         double value;
         if (minimize_peak) {
           value = std::max(s.value, static_cast<double>(moment));
         } else {
-          if (moment > budget_bytes) continue;
+          if (moment > budget_bytes) break;
           value = s.value + cost.recompute_ms;
         }
         next.Offer({s.prefix_kept_bytes + cost.kept_bytes, value, si, ci});
@@ -298,13 +306,18 @@ absl::StatusOr<SolvedPlan> Solver::Simulate(const std::vector<int>& choice) cons
 }
 
 absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes) const {
+  return Solve(budget_bytes, options_.memory_resolution);
+}
+
+absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) const {
   if (budget_bytes < min_peak_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "budget ", FormatBytes(budget_bytes), " (", budget_bytes,
         " bytes) is below the smallest feasible peak ", FormatBytes(min_peak_),
         " (", min_peak_, " bytes) for this model and semantics"));
   }
-  std::vector<int> choice = RunChain(budget_bytes, /*minimize_peak=*/false);
+  std::vector<int> choice =
+      RunChain(budget_bytes, /*minimize_peak=*/false, resolution);
   absl::StatusOr<SolvedPlan> best = absl::NotFoundError("no plan");
   if (!choice.empty()) {
     ImproveGreedily(budget_bytes, choice);
@@ -337,7 +350,7 @@ std::vector<SolvedPlan> Solver::Frontier(int points) const {
   }
   std::vector<SolvedPlan> plans;
   for (const int64_t budget : budgets) {
-    auto plan = Solve(budget);
+    auto plan = Solve(budget, options_.frontier_resolution);
     if (plan.ok()) plans.push_back(*std::move(plan));
   }
   std::sort(plans.begin(), plans.end(),

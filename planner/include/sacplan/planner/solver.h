@@ -23,7 +23,10 @@ struct SolverOptions {
   // checkpointing's peak. Small models get 1-byte buckets and an exact answer;
   // in general the plan is at least as fast as the optimum for a budget
   // smaller by blocks x bucket, then improved greedily. More is slower.
-  int memory_resolution = 8192;
+  int memory_resolution = 4096;
+  // The same for each of Frontier()'s solves, which trade a little speed per
+  // point for many points.
+  int frontier_resolution = 1024;
 };
 
 struct SolvedPlan {
@@ -63,9 +66,11 @@ class Solver {
   Solver() = default;
   // Candidate index per block; empty when nothing fits. With
   // minimize_peak the budget is ignored and the running peak minimised.
-  std::vector<int> RunChain(int64_t budget_bytes, bool minimize_peak) const;
-  // Bucket size for a budget: budget / memory_resolution, at least 1.
-  int64_t QuantumFor(int64_t budget_bytes) const;
+  std::vector<int> RunChain(int64_t budget_bytes, bool minimize_peak,
+                            int resolution) const;
+  absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution) const;
+  // Bucket size for a budget: budget / resolution, at least 1.
+  int64_t QuantumFor(int64_t budget_bytes, int resolution) const;
   // Peak of a choice of candidates, composed from block costs.
   int64_t ComposedPeak(const std::vector<int>& choice) const;
   // Swaps single blocks to faster candidates while the peak still fits.
