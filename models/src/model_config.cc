@@ -2,8 +2,6 @@
 #include "sacplan/models/model_config.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -249,62 +247,6 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
                                               "\" (known: adamw, sgd, none)"));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  }
-  if (!doc.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": must be a JSON object"));
-  }
-  ModelConfig config;
-  if (doc.contains("base")) {
-    const nlohmann::json& base = doc["base"];
-    if (!base.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": model config key 'base': must be a string"));
-    }
-    absl::StatusOr<ModelConfig> found = ModelConfigByName(base.get<std::string>());
-    if (!found.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": model config key 'base': ", found.status().message()));
-    }
-    config = *std::move(found);
-    doc.erase("base");
-  } else if (!doc.contains("family")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": needs \"base\" (a built-in model) or \"family\""));
-  }
-  if (absl::Status s = ApplyOverrides(doc, config); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
-  }
-  return config;
-}
-
-absl::StatusOr<int64_t> WanVideoTokens(int64_t frames, int64_t height,
-                                       int64_t width) {
-  if (frames < 1 || (frames - 1) % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frames: must be 4k+1 (1, 5, ..., 77, 81), got ", frames));
-  }
-  if (height <= 0 || height % 16 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "height: must be a positive multiple of 16, got ", height));
-  }
-  if (width <= 0 || width % 16 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "width: must be a positive multiple of 16, got ", width));
-  }
-  const int64_t latent_frames = (frames - 1) / 4 + 1;  // VAE time stride 4
-  return latent_frames * (height / 16) * (width / 16);  // VAE 8x, patch 2x
 }
 
 }  // namespace sacplan
