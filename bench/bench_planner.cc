@@ -95,6 +95,13 @@ void BM_CreateAndSolve(benchmark::State& state) {
   }
 }
 
+void BM_Frontier64(benchmark::State& state) {
+  const Solver solver = MakeSolver(SemanticsArg(state));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(solver.Frontier(64));
+  }
+}
+
 // What `sacplan frontier` pays: Create plus a 64-point frontier.
 void BM_CreateAndFrontier64(benchmark::State& state) {
   const Semantics semantics = SemanticsArg(state);
@@ -118,6 +125,7 @@ void BM_SimulateOptimalPlan(benchmark::State& state) {
 BENCHMARK(BM_SolverCreate)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Solve)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CreateAndSolve)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Frontier64)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CreateAndFrontier64)
     ->Arg(0)
     ->Arg(1)
