@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "common.h"
+#include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
 
 namespace sacplan::cli {
@@ -56,7 +57,7 @@ absl::Status RunCompare(const CompareFlags& flags) {
 
   std::vector<Row> rows;
   double full_step_ms = 0;
-  for (const std::string& name : ConcretePresetNames()) {
+  for (const std::string& name : ComparedPresetNames()) {
     absl::StatusOr<StepResult> result =
         SimulatePreset(model, name, *semantics, nullptr);
     if (!result.ok()) return result.status();

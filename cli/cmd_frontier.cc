@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "common.h"
+#include "sacplan/planner/presets.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/plan.h"
@@ -61,7 +62,7 @@ absl::Status RunFrontier(const FrontierFlags& flags) {
     points.push_back(PointToJson(model, plan));
   }
   nlohmann::json presets = nlohmann::json::array();
-  for (const std::string& name : ConcretePresetNames()) {
+  for (const std::string& name : ComparedPresetNames()) {
     absl::StatusOr<StepResult> result =
         SimulatePreset(model, name, *semantics, nullptr);
     if (!result.ok()) return result.status();

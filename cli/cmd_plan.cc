@@ -56,12 +56,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
         Solver::Create(model, SolverOptions{.semantics = *semantics});
     if (!solver.ok()) return solver.status();
     absl::StatusOr<SolvedPlan> solved = solver->Solve(budget_bytes);
-    if (!solved.ok()) {
-      if (absl::IsFailedPrecondition(solved.status())) {
-        return InfeasibleBudgetError(budget_bytes, solver->MinPeakBytes());
-      }
-      return solved.status();
-    }
+    if (!solved.ok()) return solved.status();
     masks = std::move(solved->masks);
     result = std::move(solved->result);
     method = "optimal";

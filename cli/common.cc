@@ -43,19 +43,6 @@ absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
   return semantics;
 }
 
-std::vector<std::string> ConcretePresetNames() {
-  std::vector<std::string> names;
-  for (const std::string& name : PresetNames()) {
-    if (name.rfind("every_nth", 0) == 0) {
-      names.push_back("every_nth:2");
-      names.push_back("every_nth:4");
-    } else {
-      names.push_back(name);
-    }
-  }
-  return names;
-}
-
 absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
                                           const std::string& preset,
                                           Semantics semantics,
@@ -74,14 +61,6 @@ absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
   }
   if (masks != nullptr) *masks = *std::move(preset_masks);
   return result;
-}
-
-absl::Status InfeasibleBudgetError(int64_t budget_bytes,
-                                   int64_t min_peak_bytes) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "--budget ", BytesForHumans(budget_bytes),
-      " is below the smallest feasible peak ", BytesForHumans(min_peak_bytes),
-      ": no plan fits; give --budget ", min_peak_bytes, " or more"));
 }
 
 std::string BytesForHumans(int64_t bytes) {

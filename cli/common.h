@@ -32,21 +32,12 @@ absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text);
 // "--semantics" text -> Semantics; the error lists the accepted names.
 absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text);
 
-// Preset names with every_nth:N expanded to concrete entries (every_nth:2,
-// every_nth:4), the rows of `compare` and the points of `frontier`.
-std::vector<std::string> ConcretePresetNames();
-
 // Simulates a preset on the model; `masks` (optional) receives its save
 // masks. The error names the preset.
 absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
                                           const std::string& preset,
                                           Semantics semantics,
                                           std::vector<SaveMask>* masks);
-
-// The error for a budget below the smallest feasible peak; it names that
-// peak in bytes so a user can paste it back as --budget.
-absl::Status InfeasibleBudgetError(int64_t budget_bytes,
-                                   int64_t min_peak_bytes);
 
 // "26.80 GB" style peak plus the exact byte count, for error messages that
 // a user may paste back as --budget.

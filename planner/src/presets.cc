@@ -42,6 +42,19 @@ std::vector<std::string> PresetNames() {
   return {"none", "full", "torchtitan", "attn_only", "megatron", "every_nth:N"};
 }
 
+std::vector<std::string> ComparedPresetNames() {
+  std::vector<std::string> names;
+  for (const std::string& name : PresetNames()) {
+    if (absl::StartsWith(name, "every_nth:")) {
+      names.push_back("every_nth:2");
+      names.push_back("every_nth:4");
+    } else {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
 absl::StatusOr<std::vector<SaveMask>> PresetMasks(const AnalyzedModel& model,
                                                   const std::string& name) {
   std::vector<SaveMask> masks;

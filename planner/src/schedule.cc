@@ -91,7 +91,7 @@ void ComputeKept(const BlockAnalysis& block, const SaveMask& saved,
     const bool saved_op = IsSaved(block, saved, k);
     bool any_required = false;
     for (int out : op.outputs) any_required |= required[out];
-    if (!saved_op && (any_required || !keep_only_required)) {
+    if (!saved_op && any_required) {
       for (int in : op.inputs) required[in] = true;
     }
     if (!saved_op) continue;

@@ -116,8 +116,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   solver.model_ = &model;
   solver.options_ = options;
   solver.constants_ = std::make_shared<const StepConstants>(ComputeConstants(model));
-  for (const char* preset : {"none", "full", "torchtitan", "attn_only", "megatron",
-                             "every_nth:2", "every_nth:4"}) {
+  // ComparedPresetNames() starts with none and full.
+  for (const std::string& preset : ComparedPresetNames()) {
     SolvedPlan plan;
     auto masks = PresetMasks(model, preset);
     if (!masks.ok()) return masks.status();
@@ -314,7 +314,8 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
     return absl::FailedPreconditionError(absl::StrCat(
         "budget ", FormatBytes(budget_bytes), " (", budget_bytes,
         " bytes) is below the smallest feasible peak ", FormatBytes(min_peak_),
-        " (", min_peak_, " bytes) for this model and semantics"));
+        " (", min_peak_, " bytes) for this model and semantics: no plan fits; "
+        "give a budget of ", min_peak_, " bytes or more"));
   }
   std::vector<int> choice =
       RunChain(budget_bytes, /*minimize_peak=*/false, resolution);

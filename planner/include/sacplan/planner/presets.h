@@ -15,6 +15,10 @@ namespace sacplan {
 // none, full, torchtitan, attn_only, megatron, every_nth:N (N >= 1).
 std::vector<std::string> PresetNames();
 
+// PresetNames() with every_nth:N made concrete (every_nth:2, every_nth:4):
+// the presets that compare tables and the solver measure plans against.
+std::vector<std::string> ComparedPresetNames();
+
 // Per-block save masks for a preset. Fails with InvalidArgument for an
 // unknown name or a bad every_nth argument.
 //  none        save every op: plain autograd, no recompute.
