@@ -222,6 +222,21 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
   return ParetoFilter(std::move(all), 1);
 }
 
+std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
+                                            Semantics semantics,
+                                            int exhaustive_max_ops) {
+  if (static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops) {
+    return ParetoCandidates(block, AllSaveMasks(block), semantics);
+  }
+  std::vector<SaveMask> survivors;
+  for (BlockCandidate& candidate :
+       ParetoCandidates(block, FrontierSaveMasks(block, semantics), semantics)) {
+    survivors.push_back(std::move(candidate.mask));
+  }
+  return ParetoCandidates(block, WithNeighbours(block, std::move(survivors)),
+                          semantics);
+}
+
 std::vector<BlockCandidate> ThinCandidates(std::vector<BlockCandidate> candidates,
                                            int64_t quantum_bytes) {
   if (quantum_bytes <= 1) return candidates;

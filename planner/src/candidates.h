@@ -43,6 +43,13 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics);
 
+// The candidates of one block: every save set when it has at most
+// `exhaustive_max_ops` free ops; otherwise the (kept, recompute) frontier,
+// reduced to its Pareto candidates, and every one-op neighbour of those.
+std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
+                                            Semantics semantics,
+                                            int exhaustive_max_ops);
+
 // Keeps, among candidates whose kept bytes and peaks round up to the same
 // multiples of `quantum_bytes`, only those not beaten on time by one at most
 // as large in every rounded quantity. quantum_bytes 1 changes nothing.

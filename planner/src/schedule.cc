@@ -75,34 +75,6 @@ void LowerTorchSacBackward(const BlockAnalysis& block, const SaveMask& saved,
   }
 }
 
-// Which tensors survive forward. sacplan keeps a saved op's output only if
-// backward reads it directly or through a recompute; torch-sac keeps every
-// output of a saved op, as PyTorch's selective-checkpoint cache does.
-void ComputeKept(const BlockAnalysis& block, const SaveMask& saved,
-                 bool keep_only_required, BlockSchedule& schedule) {
-  const int tensor_count = static_cast<int>(block.tensors.size());
-  schedule.kept.assign(tensor_count, false);
-  std::vector<bool> required(tensor_count, false);
-  for (int t = 0; t < tensor_count; ++t) {
-    required[t] = block.tensors[t].needed_by_backward;
-  }
-  for (int k = block.op_count() - 1; k >= 0; --k) {
-    const OpNode& op = block.ops[k];
-    const bool saved_op = IsSaved(block, saved, k);
-    bool any_required = false;
-    for (int out : op.outputs) any_required |= required[out];
-    if (!saved_op && any_required) {
-      for (int in : op.inputs) required[in] = true;
-    }
-    if (!saved_op) continue;
-    for (int out : op.outputs) {
-      if (block.tensors[out].block_output) continue;
-      schedule.kept[out] = keep_only_required ? required[out] : true;
-    }
-  }
-  schedule.kept[block.carried_input] = true;
-}
-
 // Frees every tensor materialized in backward after its last reader.
 void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
                         const std::vector<bool>& materialized) {
@@ -133,28 +105,65 @@ void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
 
 }  // namespace
 
-BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
-                         Semantics semantics) {
-  BlockSchedule schedule;
+// Which tensors survive forward. sacplan keeps a saved op's output only if
+// backward reads it directly or through a recompute; torch-sac keeps every
+// output of a saved op, as PyTorch's selective-checkpoint cache does.
+SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics) {
   bool every_op_saved = true;
   for (int k = 0; k < block.op_count(); ++k) {
     every_op_saved &= IsSaved(block, saved, k);
   }
+  SaveOutcome outcome;
   // A torch-sac block saving every op is not checkpointed at all: autograd
   // keeps exactly what backward reads, which is the sacplan rule.
-  const bool keep_only_required =
-      semantics == Semantics::kSacplan || every_op_saved;
-  ComputeKept(block, saved, keep_only_required, schedule);
+  outcome.rerun_all_unsaved = semantics == Semantics::kTorchSac && !every_op_saved;
+  const int tensor_count = static_cast<int>(block.tensors.size());
+  outcome.kept.assign(tensor_count, false);
+  std::vector<bool> required(tensor_count, false);
+  for (int t = 0; t < tensor_count; ++t) {
+    required[t] = block.tensors[t].needed_by_backward;
+  }
+  for (int k = block.op_count() - 1; k >= 0; --k) {
+    const OpNode& op = block.ops[k];
+    bool any_required = false;
+    for (int out : op.outputs) any_required |= required[out];
+    if (!IsSaved(block, saved, k)) {
+      if (any_required) {
+        for (int in : op.inputs) required[in] = true;
+      }
+      if (any_required || outcome.rerun_all_unsaved) {
+        outcome.recompute_ms += op.fwd_ms;
+      }
+      continue;
+    }
+    for (int out : op.outputs) {
+      if (block.tensors[out].block_output) continue;
+      outcome.kept[out] = outcome.rerun_all_unsaved || required[out];
+    }
+  }
+  outcome.kept[block.carried_input] = true;
+  for (int t = 0; t < tensor_count; ++t) {
+    if (outcome.kept[t]) outcome.kept_bytes += block.tensors[t].bytes;
+  }
+  return outcome;
+}
+
+BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
+                         Semantics semantics) {
+  BlockSchedule schedule;
+  const SaveOutcome outcome = DecideSaves(block, saved, semantics);
+  schedule.kept = outcome.kept;
   LowerForward(block, schedule);
 
   std::vector<bool> materialized = schedule.kept;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     if (block.tensors[t].shared_input) materialized[t] = true;
   }
-  if (keep_only_required) {
-    LowerSacplanBackward(block, schedule, materialized);
-  } else {
+  if (outcome.rerun_all_unsaved) {
     LowerTorchSacBackward(block, saved, schedule, materialized);
+  } else {
+    LowerSacplanBackward(block, schedule, materialized);
   }
   PlaceBackwardFrees(block, schedule, materialized);
   return schedule;

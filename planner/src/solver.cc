@@ -108,6 +108,49 @@ class BucketLayer {
   std::vector<ChainState> slots_;
 };
 
+// At block b only the candidate's kept bytes, its moment (the bytes it adds
+// to the kept prefix at its peak) and its time matter; F and B fold into the
+// moment. Returns the candidates no other beats on those (on kept bytes and
+// moment alone when minimising the peak), as (moment, index) sorted by
+// moment so that a state can stop at the first that does not fit.
+std::vector<std::pair<int64_t, int>> UsefulCandidates(
+    const StepConstants& c, int b, const std::vector<BlockCandidate>& candidates,
+    bool minimize_peak) {
+  struct Entry {
+    double time;
+    int64_t kept;
+    int64_t moment;
+    int index;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(candidates.size());
+  for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
+    const BlockCost& cost = candidates[ci].cost;
+    entries.push_back({minimize_peak ? 0.0 : cost.recompute_ms, cost.kept_bytes,
+                       BlockMoment(c, b, cost, 0), ci});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
+    if (x.time != y.time) return x.time < y.time;
+    if (x.kept != y.kept) return x.kept < y.kept;
+    return x.moment < y.moment;
+  });
+  std::vector<Entry> useful;
+  for (const Entry& e : entries) {
+    bool beaten = false;
+    for (const Entry& u : useful) {
+      if (u.kept <= e.kept && u.moment <= e.moment) {
+        beaten = true;
+        break;
+      }
+    }
+    if (!beaten) useful.push_back(e);
+  }
+  std::vector<std::pair<int64_t, int>> by_moment;
+  for (const Entry& e : useful) by_moment.push_back({e.moment, e.index});
+  std::sort(by_moment.begin(), by_moment.end());
+  return by_moment;
+}
+
 }  // namespace
 
 absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
@@ -145,16 +188,9 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       auto cls = std::make_shared<BlockClass>();
       cls->representative = &block;
       const BlockAnalysis& analysis = model.blocks[b];
-      int free_ops = 0;
-      for (const OpNode& op : analysis.ops) free_ops += op.collective ? 0 : 1;
-      const std::vector<SaveMask> masks =
-          free_ops <= options.exhaustive_max_ops
-              ? AllSaveMasks(analysis)
-              : WithNeighbours(analysis,
-                               FrontierSaveMasks(analysis, options.semantics));
-      cls->candidates =
-          ThinCandidates(ParetoCandidates(analysis, masks, options.semantics),
-                         candidate_quantum_bytes);
+      cls->candidates = ThinCandidates(
+          BlockCandidates(analysis, options.semantics, options.exhaustive_max_ops),
+          candidate_quantum_bytes);
       match = cls.get();
       solver.classes_.push_back(std::move(cls));
     }
@@ -224,13 +260,8 @@ std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak,
   for (int b = 0; b < block_count; ++b) {
     BucketLayer next(quantum_bytes, max_prefix_bytes);
     const std::vector<BlockCandidate>& candidates = block_class_[b]->candidates;
-    // Candidates by the bytes they add to the kept prefix at their own
-    // moment, so that each state stops at the first one that cannot fit.
-    std::vector<std::pair<int64_t, int>> by_moment;
-    for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
-      by_moment.push_back({BlockMoment(c, b, candidates[ci].cost, 0), ci});
-    }
-    std::sort(by_moment.begin(), by_moment.end());
+    const std::vector<std::pair<int64_t, int>> by_moment =
+        UsefulCandidates(c, b, candidates, minimize_peak);
     for (int si = 0; si < static_cast<int>(layers[b].size()); ++si) {
       const ChainState& s = layers[b][si];
       for (const auto& [own_moment, ci] : by_moment) {

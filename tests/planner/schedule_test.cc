@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "sacplan/planner/simulator.h"
+
 #include "test_graphs.h"
 
 namespace sacplan {
@@ -88,6 +92,33 @@ TEST(ScheduleTest, ParseSemanticsRejectsUnknownNames) {
   EXPECT_EQ(*ParseSemantics("torch-sac"), Semantics::kTorchSac);
   EXPECT_EQ(*ParseSemantics("sacplan"), Semantics::kSacplan);
   EXPECT_FALSE(ParseSemantics("eager").ok());
+}
+
+}  // namespace
+}  // namespace sacplan
+
+namespace sacplan {
+namespace {
+
+// The solver screens save sets with DecideSaves before simulating them, so
+// its kept bytes and recompute time must be the schedule's.
+TEST(ScheduleTest, DecideSavesAgreesWithTheLoweredSchedule) {
+  std::mt19937 rng(3);
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    const BlockAnalysis block = *AnalyzeBlock(testing::RandomBlock(0, 8, seed, 64, 16));
+    for (int trial = 0; trial < 20; ++trial) {
+      SaveMask mask(block.op_count());
+      for (int k = 0; k < block.op_count(); ++k) mask[k] = rng() % 2 == 0;
+      for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+        const SaveOutcome outcome = DecideSaves(block, mask, semantics);
+        const BlockSchedule schedule = LowerBlock(block, mask, semantics);
+        const BlockCost cost = EvaluateBlock(block, mask, semantics);
+        EXPECT_EQ(outcome.kept, schedule.kept);
+        EXPECT_EQ(outcome.kept_bytes, cost.kept_bytes);
+        EXPECT_DOUBLE_EQ(outcome.recompute_ms, schedule.recompute_ms);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -53,6 +53,19 @@ struct BlockSchedule {
   double recompute_ms = 0;
 };
 
+// What a save mask keeps and recomputes, by the rules LowerBlock applies,
+// without building the schedule: cheap enough to screen many masks.
+struct SaveOutcome {
+  std::vector<bool> kept;  // per tensor, as BlockSchedule::kept
+  int64_t kept_bytes = 0;  // sum over kept tensors, carried input included
+  double recompute_ms = 0;
+  // torch-sac with something unsaved: every unsaved op is re-run. Otherwise
+  // only the unsaved producers of what backward reads are recomputed.
+  bool rerun_all_unsaved = false;
+};
+SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics);
+
 // Lowers a save mask (one entry per op) to the block's schedule.
 BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics);
