@@ -224,17 +224,43 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
 
 std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
-                                            int exhaustive_max_ops) {
+                                            int exhaustive_max_ops,
+                                            int64_t quantum_bytes) {
   if (static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops) {
-    return ParetoCandidates(block, AllSaveMasks(block), semantics);
+    return ThinCandidates(ParetoCandidates(block, AllSaveMasks(block), semantics),
+                          quantum_bytes);
   }
+  // Neighbours of candidates the thinning would drop are as good as dropped
+  // too, so only the thinned frontier gets neighbours.
+  std::vector<BlockCandidate> frontier = ThinCandidates(
+      ParetoCandidates(block, FrontierSaveMasks(block, semantics), semantics),
+      quantum_bytes);
   std::vector<SaveMask> survivors;
-  for (BlockCandidate& candidate :
-       ParetoCandidates(block, FrontierSaveMasks(block, semantics), semantics)) {
-    survivors.push_back(std::move(candidate.mask));
+  for (const BlockCandidate& candidate : frontier) survivors.push_back(candidate.mask);
+  // A neighbour's peaks are at least its kept bytes plus the block output
+  // (live at the end of forward, and as its gradient when backward starts);
+  // skip simulating those a frontier candidate beats even against that.
+  const int64_t output_bytes = block.tensors[block.output].bytes;
+  std::vector<SaveMask> worth_simulating;
+  for (SaveMask& mask : WithNeighbours(block, std::move(survivors))) {
+    const SaveOutcome outcome = DecideSaves(block, mask, semantics);
+    const int64_t least_peak = outcome.kept_bytes + output_bytes;
+    bool beaten = false;
+    for (const BlockCandidate& known : frontier) {
+      const BlockCost& c = known.cost;
+      if (c.kept_bytes <= outcome.kept_bytes && c.recompute_ms <= outcome.recompute_ms &&
+          c.forward_peak_bytes <= least_peak && c.backward_peak_bytes <= least_peak) {
+        beaten = true;
+        break;
+      }
+    }
+    if (!beaten) worth_simulating.push_back(std::move(mask));
   }
-  return ParetoCandidates(block, WithNeighbours(block, std::move(survivors)),
-                          semantics);
+  std::vector<BlockCandidate> all =
+      ParetoCandidates(block, worth_simulating, semantics);
+  all.insert(all.end(), std::make_move_iterator(frontier.begin()),
+             std::make_move_iterator(frontier.end()));
+  return ParetoFilter(std::move(all), quantum_bytes);
 }
 
 std::vector<BlockCandidate> ThinCandidates(std::vector<BlockCandidate> candidates,

@@ -43,12 +43,14 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics);
 
-// The candidates of one block: every save set when it has at most
-// `exhaustive_max_ops` free ops; otherwise the (kept, recompute) frontier,
-// reduced to its Pareto candidates, and every one-op neighbour of those.
+// The candidates of one block, thinned to `quantum_bytes` (ThinCandidates):
+// every save set when it has at most `exhaustive_max_ops` free ops;
+// otherwise the (kept, recompute) frontier, reduced to its thinned Pareto
+// candidates, and every one-op neighbour of those.
 std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
-                                            int exhaustive_max_ops);
+                                            int exhaustive_max_ops,
+                                            int64_t quantum_bytes);
 
 // Keeps, among candidates whose kept bytes and peaks round up to the same
 // multiples of `quantum_bytes`, only those not beaten on time by one at most

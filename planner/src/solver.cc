@@ -188,9 +188,9 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       auto cls = std::make_shared<BlockClass>();
       cls->representative = &block;
       const BlockAnalysis& analysis = model.blocks[b];
-      cls->candidates = ThinCandidates(
-          BlockCandidates(analysis, options.semantics, options.exhaustive_max_ops),
-          candidate_quantum_bytes);
+      cls->candidates = BlockCandidates(analysis, options.semantics,
+                                        options.exhaustive_max_ops,
+                                        candidate_quantum_bytes);
       match = cls.get();
       solver.classes_.push_back(std::move(cls));
     }
