@@ -209,14 +209,6 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   return solver;
 }
 
-std::vector<int> Solver::CandidateCounts() const {
-  std::vector<int> counts;
-  for (const BlockClass* cls : block_class_) {
-    counts.push_back(static_cast<int>(cls->candidates.size()));
-  }
-  return counts;
-}
-
 int64_t Solver::MinPeakBytes() const { return min_peak_; }
 int64_t Solver::MaxUsefulPeakBytes() const { return max_useful_peak_; }
 

@@ -46,7 +46,9 @@ class Solver {
   // budget (also available from MinPeakBytes()).
   absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes) const;
 
-  // The smallest peak any plan reaches.
+  // The smallest peak of any plan the solver knows (the least-peak DP's and
+  // the presets'): exact with 1-byte buckets, otherwise within the bucket
+  // grain of the true least peak. Always the simulated peak of a real plan.
   int64_t MinPeakBytes() const;
   // The peak of the fastest plan: saving every op, nothing recomputed.
   int64_t MaxUsefulPeakBytes() const;
@@ -55,9 +57,6 @@ class Solver {
   // MaxUsefulPeakBytes() and at every preset's peak, with dominated and
   // repeated plans dropped; sorted by ascending peak. points >= 2.
   std::vector<SolvedPlan> Frontier(int points) const;
-
-  // Number of candidate save sets kept per block (after Pareto pruning).
-  std::vector<int> CandidateCounts() const;
 
   struct BlockClass;     // blocks sharing a structure share candidates
   struct StepConstants;  // plan-independent memory at each moment
