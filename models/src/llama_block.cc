@@ -71,13 +71,7 @@ int64_t LlamaNonBlockParams(const ModelConfig& c) {
 }
 
 FixedMemory LlamaFixedMemory(const ModelConfig& c, int64_t block_params) {
-  const int64_t nonblock = LlamaNonBlockParams(c);
-  const int64_t total = block_params * c.layers + nonblock;
-  const int64_t p = DtypeBytes(c.param_dtype);
-  FixedMemory fixed;
-  fixed.param_bytes = total * p;
-  fixed.optimizer_state_bytes = OptimizerStateBytes(c, total);
-  fixed.nonblock_grad_bytes = nonblock * p;
+  FixedMemory fixed = ParamFixedMemory(c, block_params, LlamaNonBlockParams(c));
   // fp32 logits plus the softmax / logits-gradient buffer of the same size.
   fixed.head_bytes = c.batch * c.tokens * c.vocab * 4 * 2;
   return fixed;

@@ -91,10 +91,16 @@ Block BlockBuilder::Finish(std::string output) {
   return std::move(block_);
 }
 
-int64_t OptimizerStateBytes(const ModelConfig& config, int64_t param_count) {
-  if (config.optimizer == "adamw") return 2 * 4 * param_count;
-  if (config.optimizer == "sgd") return 4 * param_count;
-  return 0;
+FixedMemory ParamFixedMemory(const ModelConfig& config, int64_t block_params,
+                             int64_t nonblock_params) {
+  const int64_t total = block_params * config.layers + nonblock_params;
+  const int64_t param_size = DtypeBytes(config.param_dtype);
+  FixedMemory fixed;
+  fixed.param_bytes = total * param_size;
+  if (config.optimizer == "adamw") fixed.optimizer_state_bytes = 2 * 4 * total;
+  if (config.optimizer == "sgd") fixed.optimizer_state_bytes = 4 * total;
+  fixed.nonblock_grad_bytes = nonblock_params * param_size;
+  return fixed;
 }
 
 }  // namespace sacplan::models_internal

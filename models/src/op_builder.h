@@ -61,9 +61,12 @@ int64_t LlamaNonBlockParams(const ModelConfig& config);
 NonBlockCost WanNonBlockCost(const ModelConfig& config);
 NonBlockCost LlamaNonBlockCost(const ModelConfig& config);
 
-// Optimizer state bytes for `param_count` parameters: AdamW keeps two fp32
-// moments, SGD one fp32 momentum buffer, "none" nothing.
-int64_t OptimizerStateBytes(const ModelConfig& config, int64_t param_count);
+// The parameter side of fixed memory, the same for every family: all
+// parameters in the param dtype, optimizer state (AdamW two fp32 moments,
+// SGD one fp32 momentum buffer, "none" nothing) and the gradients of the
+// non-block parameters. The caller adds what its head holds.
+FixedMemory ParamFixedMemory(const ModelConfig& config, int64_t block_params,
+                             int64_t nonblock_params);
 
 }  // namespace sacplan::models_internal
 

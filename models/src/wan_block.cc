@@ -153,13 +153,7 @@ int64_t WanNonBlockParams(const ModelConfig& c) {
 }
 
 FixedMemory WanFixedMemory(const ModelConfig& c, int64_t block_params) {
-  const int64_t nonblock = WanNonBlockParams(c);
-  const int64_t total = block_params * c.layers + nonblock;
-  const int64_t p = DtypeBytes(c.param_dtype);
-  FixedMemory fixed;
-  fixed.param_bytes = total * p;
-  fixed.optimizer_state_bytes = OptimizerStateBytes(c, total);
-  fixed.nonblock_grad_bytes = nonblock * p;
+  FixedMemory fixed = ParamFixedMemory(c, block_params, WanNonBlockParams(c));
   // Head output [b, s, 64] fp32 plus a loss buffer of the same size.
   const int64_t head_out = c.batch * c.tokens * kLatentChannels * kPatchVolume * 4;
   fixed.head_bytes = 2 * head_out;

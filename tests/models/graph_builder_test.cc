@@ -5,11 +5,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include "support/model_lookup.h"
 
 namespace sacplan {
 namespace {
 
-ModelConfig Config(const std::string& name) { return *ModelConfigByName(name); }
+using ::sacplan::testing::Config;
 
 Model Build(const ModelConfig& c) {
   absl::StatusOr<Model> m = BuildModelGraph(c);

@@ -5,25 +5,18 @@
 #include <gtest/gtest.h>
 
 #include "sacplan/models/graph_builder.h"
+#include "support/model_lookup.h"
 
 namespace sacplan {
 namespace {
+
+using ::sacplan::testing::Config;
+using ::sacplan::testing::FindOp;
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-ModelConfig Config(const std::string& name) { return *ModelConfigByName(name); }
-
-const Op& FindOp(const Block& block, const std::string& id) {
-  for (const Op& op : block.ops) {
-    if (op.id == id) return op;
-  }
-  ADD_FAILURE() << "no op " << id;
-  static const Op none;
-  return none;
-}
 
 TEST(LlamaBlockTest, OpsInOrder) {
   const Block block = BuildLlamaBlock(Config("llama3-8b"), 2);

@@ -8,9 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "sacplan/models/graph_builder.h"
+#include "support/model_lookup.h"
 
 namespace sacplan {
 namespace {
+
+using ::sacplan::testing::Config;
+using ::sacplan::testing::FindOp;
 
 using ::testing::ElementsAreArray;
 using Ids = std::vector<std::string>;
@@ -65,17 +69,6 @@ const std::vector<ExpectedOp>& Expected() {
       {"residual3", "add", {"residual2.out", "gate2.out"}, {}},
   };
   return ops;
-}
-
-ModelConfig Config(const std::string& name) { return *ModelConfigByName(name); }
-
-const Op& FindOp(const Block& block, const std::string& id) {
-  for (const Op& op : block.ops) {
-    if (op.id == id) return op;
-  }
-  ADD_FAILURE() << "no op " << id;
-  static const Op none;
-  return none;
 }
 
 const TensorInfo& Out(const Block& block, const std::string& op_id, size_t i = 0) {

@@ -2,21 +2,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include "support/model_lookup.h"
 
 namespace sacplan {
 namespace {
 
-DevicePreset H100() { return *DeviceByName("h100"); }
-ModelConfig Config(const std::string& name) { return *ModelConfigByName(name); }
+using ::sacplan::testing::Config;
+using ::sacplan::testing::FindOp;
 
-const Op& FindOp(const Block& block, const std::string& id) {
-  for (const Op& op : block.ops) {
-    if (op.id == id) return op;
-  }
-  ADD_FAILURE() << "no op " << id;
-  static const Op none;
-  return none;
-}
+DevicePreset H100() { return *DeviceByName("h100"); }
 
 // A one-op model, for checking the time rules in isolation.
 Model OneOp(const std::string& kind, double flops, double bytes) {
