@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what sacplan needs to build and test, from Debian's packages only.
+# Installs what sacplan needs to build and test: Debian's packages, and
+# LibTorch from PyTorch's wheel on PyPI (the executor, modules and CPU profiler).
 # Shared by the README's Quick start commands and by .ci/run; safe to re-run:
 # packages already present are skipped without touching the network.
 set -euo pipefail
@@ -24,4 +25,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# LibTorch: the PyTorch wheel carries it (and its own MKL BLAS, so the slow
+# reference BLAS is never used). 2.11.0 is what the GPU machines run; if that
+# pin cannot be installed, take the newest wheel that can.
+torch_pin=2.11.0
+if ! python3 -c 'import torch' >/dev/null 2>&1; then
+  echo "sacplan: installing torch==${torch_pin} from PyPI" >&2
+  if ! python3 -m pip install --quiet "torch==${torch_pin}"; then
+    echo "sacplan: torch==${torch_pin} did not install; trying the newest torch" >&2
+    python3 -m pip install --quiet torch
+  fi
 fi
