@@ -64,6 +64,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
 
   Plan plan;
   plan.model_name = (*loaded)->profile->model_name;
+  plan.model_config = (*loaded)->profile->model_config;
   plan.method = method;
   plan.budget_bytes = budget_bytes;
   plan.semantics = *semantics;

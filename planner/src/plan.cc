@@ -72,6 +72,10 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
   SACPLAN_RETURN_IF_ERROR(
       json_fields::ReadString(doc, "model", "", false, plan.model_name));
   SACPLAN_RETURN_IF_ERROR(json_fields::ReadString(doc, "method", "", false, plan.method));
+  if (const json* config = json_fields::Find(doc, "model_config")) {
+    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*config, "model_config"));
+    plan.model_config = *config;
+  }
   SACPLAN_RETURN_IF_ERROR(
       json_fields::ReadInt(doc, "budget_bytes", "", false, plan.budget_bytes));
   if (plan.budget_bytes < 0) return json_fields::Error("budget_bytes", "must be >= 0");
@@ -135,7 +139,7 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
                       {"recompute", recompute},
                       {"checkpoint", !recompute.empty()}});
   }
-  return {{"schema", kPlanSchema},
+  json doc = {{"schema", kPlanSchema},
           {"model", plan.model_name},
           {"method", plan.method},
           {"budget_bytes", plan.budget_bytes},
@@ -145,6 +149,8 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
             {"step_ms", plan.predicted.step_ms},
             {"recompute_ms", plan.predicted.recompute_ms}}},
           {"blocks", blocks}};
+  if (!plan.model_config.empty()) doc["model_config"] = plan.model_config;
+  return doc;
 }
 
 }  // namespace sacplan

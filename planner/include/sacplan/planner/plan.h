@@ -32,6 +32,10 @@ struct Prediction {
 
 struct Plan {
   std::string model_name;     // must match the profile's
+  // The profile's model config (shapes, dtypes), echoed so that a trainer
+  // can refuse a plan made for another shape of the same model. Empty object
+  // when unknown (older plans); optional in the JSON.
+  nlohmann::json model_config = nlohmann::json::object();
   std::string method;         // "optimal" or a preset name such as "full"
   int64_t budget_bytes = 0;   // 0 when the plan was not made for a budget
   Semantics semantics = Semantics::kSacplan;
