@@ -33,6 +33,9 @@ const char* PhaseName(Phase phase) {
 void MemoryTracker::Alloc(MemoryCategory category, int64_t bytes) {
   live_[static_cast<int>(category)] += bytes;
   live_total_ += bytes;
+  if (events_ != nullptr && bytes > 0) {
+    events_->push_back({true, category, bytes, marks_});
+  }
 }
 
 void MemoryTracker::Free(MemoryCategory category, int64_t bytes) {
@@ -40,9 +43,13 @@ void MemoryTracker::Free(MemoryCategory category, int64_t bytes) {
   assert(live >= bytes && "freeing bytes that are not live");
   live -= bytes;
   live_total_ -= bytes;
+  if (events_ != nullptr && bytes > 0) {
+    events_->push_back({false, category, bytes, marks_});
+  }
 }
 
 void MemoryTracker::Mark(const StepLocation& where, double time_ms) {
+  ++marks_;
   if (live_total_ > peak_) {
     peak_ = live_total_;
     peak_where_ = where;

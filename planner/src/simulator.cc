@@ -142,6 +142,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
 
   StepResult result;
   MemoryTracker tracker(options.record_timeline);
+  if (options.record_events) tracker.set_event_log(&result.events);
   double clock_ms = 0;
   tracker.Alloc(MemoryCategory::kParamsAndOptimizer,
                 fixed.param_bytes + fixed.optimizer_state_bytes);

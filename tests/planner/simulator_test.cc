@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+
 #include "sacplan/planner/presets.h"
 #include "test_graphs.h"
 
@@ -101,6 +104,46 @@ TEST(AnalyzeModelTest, RejectsABlockWhoseOutputItsOwnBackwardReads) {
   const auto analyzed = AnalyzeModel(model);
   ASSERT_FALSE(analyzed.ok());
   EXPECT_NE(analyzed.status().message().find("add.out"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sacplan
+
+namespace sacplan {
+namespace {
+
+// The event log is what the report's allocation-trace export replays: per
+// category, frees never exceed allocations, and the running sum of events
+// reaches exactly the simulated peak and ends at what stays live.
+TEST(SimulateStepTest, EventLogReplaysToThePeak) {
+  const Model model = testing::RandomModel(4, 9, 17, /*identical=*/false);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  for (const char* preset : {"none", "full", "attn_only", "torchtitan"}) {
+    const std::vector<SaveMask> masks = *PresetMasks(analyzed, preset);
+    const StepResult result =
+        *SimulateStep(analyzed, masks, Semantics::kSacplan,
+                      {.record_timeline = true, .record_events = true});
+    ASSERT_FALSE(result.events.empty()) << preset;
+    std::array<int64_t, kMemoryCategoryCount> live{};
+    int64_t total = 0, max_total = 0;
+    int last_moment = 0;
+    for (const MemoryEvent& event : result.events) {
+      EXPECT_GT(event.bytes, 0);
+      EXPECT_GE(event.moment, last_moment);
+      last_moment = event.moment;
+      const int c = static_cast<int>(event.category);
+      live[c] += event.alloc ? event.bytes : -event.bytes;
+      total += event.alloc ? event.bytes : -event.bytes;
+      EXPECT_GE(live[c], 0) << preset;
+      max_total = std::max(max_total, total);
+    }
+    EXPECT_EQ(max_total, result.peak_bytes) << preset;
+    EXPECT_LE(last_moment, static_cast<int>(result.timeline.size()));
+    // The optimizer step frees its scratch after the last moment.
+    EXPECT_EQ(total, result.timeline.back().total_bytes -
+                         model.fixed.optimizer_step_bytes)
+        << preset;
+  }
 }
 
 }  // namespace

@@ -44,12 +44,30 @@ struct TimelinePoint {
   int64_t total_bytes = 0;
 };
 
+// One allocation or free of a non-zero number of bytes, for exporting an
+// allocation trace (the report's PyTorch memory snapshot). A free releases
+// `bytes` of `category`; which earlier allocation it ends is for the reader
+// to match (same category and size). `moment` counts the Mark() calls before
+// the event, so an allocation belongs to the op whose Mark comes next
+// (timeline()[moment] when the timeline is recorded) and a free to the op
+// whose Mark came last.
+struct MemoryEvent {
+  bool alloc = true;  // false: a free
+  MemoryCategory category = MemoryCategory::kParamsAndOptimizer;
+  int64_t bytes = 0;  // > 0
+  int moment = 0;
+};
+
 class MemoryTracker {
  public:
   // record_timeline: keep a TimelinePoint for every Mark() call (costs an
   // allocation per call; off for the solver's inner loop).
   explicit MemoryTracker(bool record_timeline = false)
       : record_timeline_(record_timeline) {}
+
+  // Off by default. When set, every Alloc/Free of more than zero bytes is
+  // appended to `events` (not owned; must outlive the tracker's use).
+  void set_event_log(std::vector<MemoryEvent>* events) { events_ = events; }
 
   void Alloc(MemoryCategory category, int64_t bytes);
   // Freeing more than is live in a category is a programmer error (checked).
@@ -78,6 +96,8 @@ class MemoryTracker {
   int64_t peak_ = 0;
   StepLocation peak_where_;
   std::vector<TimelinePoint> timeline_;
+  std::vector<MemoryEvent>* events_ = nullptr;
+  int marks_ = 0;
 };
 
 }  // namespace sacplan

@@ -26,6 +26,7 @@ struct StepResult {
   double step_ms = 0;          // sum of the four above
   int recomputed_ops = 0;
   std::vector<TimelinePoint> timeline;  // filled when asked for
+  std::vector<MemoryEvent> events;      // filled when asked for
 };
 
 // A model analysed once, reusable across many simulations and plans.
@@ -41,6 +42,9 @@ absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model);
 
 struct SimulateOptions {
   bool record_timeline = false;
+  // Every allocation and free of the step, in order (MemoryEvent). With the
+  // timeline recorded too, an event's `moment` indexes the timeline.
+  bool record_events = false;
 };
 
 // masks[b] is block b's save mask (one entry per op). Fails with
