@@ -1,0 +1,107 @@
+// Memory meters: how many bytes a device holds now and at most, read the same
+// way on CPU (a counting allocator installed under LibTorch) and on CUDA (the
+// caching allocator's own statistics).
+//
+// CPU: the first CreateMemoryMeter(kCPU) (or InstallCountingCpuAllocator)
+// installs a counting allocator as LibTorch's CPU allocator for the rest of the
+// process. It wraps the allocator that was installed before, which still does
+// every real allocation; the counter only adds bookkeeping. It counts the
+// bytes a tensor storage requests (nbytes, no rounding, no allocator
+// overhead), from the moment it is installed: storages allocated before are
+// never counted, and freeing them does not lower the count. There is one
+// counter per process, so every CPU meter reads and resets the same numbers.
+//
+// CUDA: c10::cuda::CUDACachingAllocator::getDeviceStats, aggregate pool:
+// allocated bytes are what live tensors hold (rounded up to the caching
+// allocator's 512-byte blocks), reserved bytes what it holds from the driver.
+#ifndef SACPLAN_EXECUTOR_MEMORY_METER_H_
+#define SACPLAN_EXECUTOR_MEMORY_METER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <c10/core/Device.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sacplan {
+
+// Bytes, all of them. On CPU reserved == allocated (nothing is cached).
+struct MemoryStats {
+  int64_t allocated_bytes = 0;       // held by live tensors now
+  int64_t peak_allocated_bytes = 0;  // most held since install or ResetPeak
+  int64_t reserved_bytes = 0;        // held by the allocator now
+  int64_t peak_reserved_bytes = 0;
+};
+
+// Reads one device's memory. Read and ResetPeak may be called from any
+// thread; a reset that races an allocation on another thread may miss it.
+class MemoryMeter {
+ public:
+  virtual ~MemoryMeter() = default;
+  virtual MemoryStats Read() const = 0;
+  // Sets the peaks to the current values, so that the next Read's peaks are
+  // the most held from now on. Per device (and per process on CPU): it also
+  // resets what every other meter of the same device reads.
+  virtual void ResetPeak() = 0;
+};
+
+// A meter for `device`: kCPU installs the counting allocator if it is not yet
+// installed; kCUDA needs LibTorch with CUDA and a GPU (FailedPrecondition
+// "no CUDA device ..." otherwise; InvalidArgument for an index out of range).
+// Other device types: InvalidArgument.
+absl::StatusOr<std::unique_ptr<MemoryMeter>> CreateMemoryMeter(
+    at::Device device);
+
+// Installs the counting CPU allocator (idempotent, thread-safe; it stays for
+// the life of the process). CreateMemoryMeter(kCPU) calls it.
+// FailedPrecondition when an allocator registered at a higher priority
+// keeps it out.
+absl::Status InstallCountingCpuAllocator();
+bool CountingCpuAllocatorInstalled();
+
+// Per-op attribution on CPU. While a ScopedMemoryLabel is alive, CPU
+// allocations made on its thread are attributed to its label; allocations on
+// threads without a label of their own (ATen's intra-op workers) go to the
+// label most recently opened in the process, which is exact when one thread
+// drives the work, as the executor and profiler do. Labels nest: the inner
+// one takes the allocations until it closes, and the outer one's peak still
+// sees them. Frees are never attributed (a tensor may outlive the op that
+// made it). Peaks assume labels open and close in stack order across the
+// process (one driving thread); labels opened on several threads at once
+// get correct byte counts but mixed peaks. Needs the counting allocator installed (labels are
+// recorded, but no bytes counted, otherwise).
+struct LabelEntry;  // internal
+class ScopedMemoryLabel {
+ public:
+  explicit ScopedMemoryLabel(std::string_view label);
+  ~ScopedMemoryLabel();
+  ScopedMemoryLabel(const ScopedMemoryLabel&) = delete;
+  ScopedMemoryLabel& operator=(const ScopedMemoryLabel&) = delete;
+
+ private:
+  LabelEntry* entry_;
+  LabelEntry* previous_thread_;
+  LabelEntry* previous_process_;
+  int64_t saved_scope_peak_bytes_;  // the enclosing label's peak so far
+};
+
+// What happened under one label since it was first opened or last reset.
+// All zero for a label never opened.
+struct MemoryLabelStats {
+  int64_t allocated_bytes = 0;  // bytes requested (summed; frees not netted)
+  int64_t allocations = 0;      // number of allocations
+  // Most bytes allocated in the process (all labels) while the label was
+  // open, including what was held when it opened.
+  int64_t peak_allocated_bytes = 0;
+};
+MemoryLabelStats ReadMemoryLabel(std::string_view label);
+// Zeroes every label's stats (labels stay known). Call when no label is open.
+void ResetMemoryLabels();
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_EXECUTOR_MEMORY_METER_H_

@@ -1,0 +1,244 @@
+// The counting CPU allocator and per-label attribution (memory_meter.h).
+//
+// Every allocation goes to the allocator installed before us. When that one
+// supports the raw interface (data == context, one fixed deleter: LibTorch's
+// default CPU allocator does), we allocate a small header in front of the
+// block to remember the requested size, so our DataPtr is again a plain
+// pointer and LibTorch's raw_allocate/raw_deallocate keep working. Otherwise
+// the inner DataPtr is wrapped in a heap context that remembers its size.
+#include "cpu_allocator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace sacplan {
+
+struct LabelEntry {
+  std::atomic<int64_t> allocated_bytes{0};
+  std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> peak_allocated_bytes{0};
+};
+
+namespace {
+
+// Above LibTorch's own registrations (priority 0), so that a later static
+// registration at the default priority cannot displace the counter.
+constexpr uint8_t kCountingPriority = 100;
+// Keeps the payload at LibTorch's CPU alignment (64 bytes on x86).
+constexpr size_t kHeaderBytes = std::max<size_t>(64, c10::gAlignment);
+
+// Process-wide counters. Leaked on purpose: tensors may be freed during
+// static destruction, after any static object here would be gone.
+struct Counters {
+  std::atomic<int64_t> allocated_bytes{0};
+  std::atomic<int64_t> peak_allocated_bytes{0};
+  std::atomic<bool> installed{false};
+  c10::DeleterFnPtr inner_raw_free = nullptr;  // set once, before install
+};
+Counters& GlobalCounters() {
+  static Counters* counters = new Counters;
+  return *counters;
+}
+
+struct LabelRegistry {
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<LabelEntry>, std::less<>> entries;
+};
+LabelRegistry& Labels() {
+  static LabelRegistry* registry = new LabelRegistry;
+  return *registry;
+}
+
+thread_local LabelEntry* t_label = nullptr;
+// The label most recently opened on any thread: where allocations of
+// threads without a label (intra-op workers) are attributed.
+std::atomic<LabelEntry*> g_process_label{nullptr};
+// The peak of the innermost open label scope. A scope resets it to the
+// current bytes when it opens and, when it closes, records it and raises
+// the saved peak of the scope it closes into, so enclosing labels see the
+// peaks of nested ones.
+std::atomic<int64_t> g_scope_peak_bytes{0};
+
+void RaiseTo(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen &&
+         !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+void OnAllocate(size_t nbytes) {
+  Counters& c = GlobalCounters();
+  const int64_t n = static_cast<int64_t>(nbytes);
+  const int64_t now = c.allocated_bytes.fetch_add(n, std::memory_order_relaxed) + n;
+  RaiseTo(c.peak_allocated_bytes, now);
+  RaiseTo(g_scope_peak_bytes, now);
+  LabelEntry* label = t_label;
+  if (label == nullptr) label = g_process_label.load(std::memory_order_acquire);
+  if (label != nullptr) {
+    label->allocated_bytes.fetch_add(n, std::memory_order_relaxed);
+    label->allocations.fetch_add(1, std::memory_order_relaxed);
+    RaiseTo(label->peak_allocated_bytes, now);
+  }
+}
+
+void OnFree(size_t nbytes) {
+  GlobalCounters().allocated_bytes.fetch_sub(static_cast<int64_t>(nbytes),
+                                             std::memory_order_relaxed);
+}
+
+// Raw path: [header: requested size | payload ...]; the payload is the
+// DataPtr's data and context.
+void FreeWithHeader(void* payload) {
+  if (payload == nullptr) return;
+  char* block = static_cast<char*>(payload) - kHeaderBytes;
+  OnFree(*reinterpret_cast<size_t*>(block));
+  GlobalCounters().inner_raw_free(block);
+}
+
+// Wrapped path: the inner allocation's context and deleter, and its size.
+struct WrappedContext {
+  void* inner_context;
+  c10::DeleterFnPtr inner_deleter;
+  size_t nbytes;
+};
+void FreeWrapped(void* context) {
+  auto* wrapped = static_cast<WrappedContext*>(context);
+  OnFree(wrapped->nbytes);
+  if (wrapped->inner_deleter != nullptr) {
+    wrapped->inner_deleter(wrapped->inner_context);
+  }
+  delete wrapped;
+}
+
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* inner)
+      : inner_(inner), raw_(inner->raw_deleter() != nullptr) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    // Empty storages hold nothing; the inner allocator handles them.
+    if (nbytes == 0) return inner_->allocate(0);
+    if (raw_) {
+      char* block = static_cast<char*>(inner_->raw_allocate(nbytes + kHeaderBytes));
+      *reinterpret_cast<size_t*>(block) = nbytes;
+      void* payload = block + kHeaderBytes;
+      OnAllocate(nbytes);
+      return {payload, payload, &FreeWithHeader, c10::Device(c10::DeviceType::CPU)};
+    }
+    c10::DataPtr inner = inner_->allocate(nbytes);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    const c10::DeleterFnPtr deleter = inner.get_deleter();
+    void* context = inner.release_context();
+    auto* wrapped = new WrappedContext{context, deleter, nbytes};
+    OnAllocate(nbytes);
+    return {data, wrapped, &FreeWrapped, device};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return raw_ ? &FreeWithHeader : nullptr;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* inner_;  // not owned; LibTorch's allocators are static
+  bool raw_;
+};
+
+}  // namespace
+
+absl::Status InstallCountingCpuAllocatorOnce() {
+  static std::mutex install_mutex;
+  std::lock_guard<std::mutex> lock(install_mutex);
+  Counters& c = GlobalCounters();
+  if (c.installed.load()) return absl::OkStatus();
+  c10::Allocator* inner = c10::GetCPUAllocator();
+  c.inner_raw_free = inner->raw_deleter();
+  // LibTorch keeps the raw pointer for the life of the process.
+  auto* counting = new CountingCpuAllocator(inner);
+  c10::SetCPUAllocator(counting, kCountingPriority);
+  if (c10::GetCPUAllocator() != counting) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot install the counting CPU allocator: another allocator is "
+        "registered at a priority above ", kCountingPriority));
+  }
+  c.installed.store(true);
+  return absl::OkStatus();
+}
+
+bool CountingCpuAllocatorInstalled() { return GlobalCounters().installed.load(); }
+
+int64_t CpuAllocatedBytes() {
+  return GlobalCounters().allocated_bytes.load(std::memory_order_relaxed);
+}
+int64_t CpuPeakAllocatedBytes() {
+  return GlobalCounters().peak_allocated_bytes.load(std::memory_order_relaxed);
+}
+void ResetCpuPeak() {
+  Counters& c = GlobalCounters();
+  c.peak_allocated_bytes.store(c.allocated_bytes.load(std::memory_order_relaxed),
+                               std::memory_order_relaxed);
+}
+
+ScopedMemoryLabel::ScopedMemoryLabel(std::string_view label) {
+  LabelRegistry& registry = Labels();
+  {
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    auto it = registry.entries.find(label);
+    if (it == registry.entries.end()) {
+      it = registry.entries
+               .emplace(std::string(label), std::make_unique<LabelEntry>())
+               .first;
+    }
+    entry_ = it->second.get();
+  }
+  const int64_t now = CpuAllocatedBytes();
+  RaiseTo(entry_->peak_allocated_bytes, now);
+  saved_scope_peak_bytes_ = g_scope_peak_bytes.exchange(now);
+  previous_thread_ = t_label;
+  t_label = entry_;
+  previous_process_ = g_process_label.exchange(entry_, std::memory_order_acq_rel);
+}
+
+ScopedMemoryLabel::~ScopedMemoryLabel() {
+  const int64_t scope_peak = g_scope_peak_bytes.load();
+  RaiseTo(entry_->peak_allocated_bytes, scope_peak);
+  g_scope_peak_bytes.store(std::max(saved_scope_peak_bytes_, scope_peak));
+  t_label = previous_thread_;
+  g_process_label.store(previous_process_, std::memory_order_release);
+}
+
+MemoryLabelStats ReadMemoryLabel(std::string_view label) {
+  LabelRegistry& registry = Labels();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  auto it = registry.entries.find(label);
+  if (it == registry.entries.end()) return {};
+  const LabelEntry& e = *it->second;
+  return {e.allocated_bytes.load(), e.allocations.load(),
+          e.peak_allocated_bytes.load()};
+}
+
+void ResetMemoryLabels() {
+  LabelRegistry& registry = Labels();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  for (auto& [name, entry] : registry.entries) {
+    entry->allocated_bytes.store(0);
+    entry->allocations.store(0);
+    entry->peak_allocated_bytes.store(0);
+  }
+}
+
+}  // namespace sacplan

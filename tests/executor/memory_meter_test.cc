@@ -1,0 +1,213 @@
+// The memory meters: the counting CPU allocator's exact byte counts, its
+// peak and reset, per-label attribution, intra-op threads; the CUDA meter
+// without a GPU.
+#include "sacplan/executor/memory_meter.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+namespace sacplan {
+namespace {
+
+MemoryMeter& CpuMeter() {
+  static std::unique_ptr<MemoryMeter> meter = [] {
+    absl::StatusOr<std::unique_ptr<MemoryMeter>> created =
+        CreateMemoryMeter(at::Device(at::kCPU));
+    EXPECT_TRUE(created.ok()) << created.status();
+    return *std::move(created);
+  }();
+  return *meter;
+}
+
+TEST(CpuMemoryMeterTest, InstallIsIdempotent) {
+  CpuMeter();
+  EXPECT_TRUE(CountingCpuAllocatorInstalled());
+  EXPECT_TRUE(InstallCountingCpuAllocator().ok());
+  absl::StatusOr<std::unique_ptr<MemoryMeter>> second =
+      CreateMemoryMeter(at::Device(at::kCPU));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)->Read().allocated_bytes, CpuMeter().Read().allocated_bytes);
+}
+
+TEST(CpuMemoryMeterTest, TensorRaisesAndLowersByExactlyItsBytes) {
+  MemoryMeter& meter = CpuMeter();
+  const int64_t before = meter.Read().allocated_bytes;
+  {
+    // 1000 floats: 4000 bytes requested, counted without rounding.
+    at::Tensor t = at::empty({1000}, at::kFloat);
+    EXPECT_EQ(meter.Read().allocated_bytes - before, 4000);
+    at::Tensor u = at::empty({3, 7}, at::kBFloat16);
+    EXPECT_EQ(meter.Read().allocated_bytes - before, 4000 + 42);
+  }
+  EXPECT_EQ(meter.Read().allocated_bytes, before);
+  const MemoryStats stats = meter.Read();
+  EXPECT_EQ(stats.reserved_bytes, stats.allocated_bytes);
+  EXPECT_EQ(stats.peak_reserved_bytes, stats.peak_allocated_bytes);
+}
+
+TEST(CpuMemoryMeterTest, ViewsAndEmptyTensorsAllocateNothing) {
+  MemoryMeter& meter = CpuMeter();
+  at::Tensor t = at::ones({64, 64});
+  const int64_t before = meter.Read().allocated_bytes;
+  at::Tensor view = t.transpose(0, 1);
+  at::Tensor empty = at::empty({0}, at::kFloat);
+  EXPECT_EQ(meter.Read().allocated_bytes, before);
+}
+
+TEST(CpuMemoryMeterTest, PeakSeesATemporaryInsideAnOp) {
+  MemoryMeter& meter = CpuMeter();
+  // [8, 512, 256] with a stride of 2 in its last dimension, which no GEMM
+  // takes: matmul folds it to [4096, 256] for one GEMM by copying it into a
+  // 4 MiB temporary, freed before it returns.
+  at::Tensor a = at::randn({8, 512, 512}).slice(2, 0, 512, 2);
+  at::Tensor b = at::randn({256, 128});
+  meter.ResetPeak();
+  const MemoryStats before = meter.Read();
+  EXPECT_EQ(before.peak_allocated_bytes, before.allocated_bytes);
+  constexpr int64_t kTemporaryBytes = 8 * 512 * 256 * 4;
+  constexpr int64_t kResultBytes = 8 * 512 * 128 * 4;
+  {
+    at::Tensor c = at::matmul(a, b);
+    EXPECT_EQ(meter.Read().allocated_bytes - before.allocated_bytes,
+              kResultBytes);
+  }
+  const MemoryStats after = meter.Read();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_GE(after.peak_allocated_bytes - before.allocated_bytes,
+            kTemporaryBytes + kResultBytes);
+}
+
+TEST(CpuMemoryMeterTest, ResetPeakDropsToCurrent) {
+  MemoryMeter& meter = CpuMeter();
+  const int64_t base = meter.Read().allocated_bytes;
+  { at::Tensor big = at::empty({1 << 20}, at::kFloat); }
+  EXPECT_GE(meter.Read().peak_allocated_bytes, base + (4 << 20));
+  meter.ResetPeak();
+  EXPECT_EQ(meter.Read().peak_allocated_bytes, base);
+  at::Tensor small = at::empty({10}, at::kFloat);
+  EXPECT_EQ(meter.Read().peak_allocated_bytes, base + 40);
+}
+
+TEST(CpuMemoryMeterTest, FreesOfOtherThreadsAndParallelOpsBalance) {
+  MemoryMeter& meter = CpuMeter();
+  const int64_t before = meter.Read().allocated_bytes;
+  {
+    std::vector<std::thread> threads;
+    std::vector<at::Tensor> made(8);
+    for (int i = 0; i < 8; ++i) {
+      threads.emplace_back([&made, i] {
+        for (int k = 0; k < 200; ++k) made[i] = at::empty({k + 1}, at::kFloat);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    int64_t expected = 0;
+    for (const at::Tensor& t : made) expected += t.nbytes();
+    EXPECT_EQ(meter.Read().allocated_bytes - before, expected);
+  }
+  EXPECT_EQ(meter.Read().allocated_bytes, before);
+}
+
+TEST(CpuMemoryMeterTest, CountsAllocationsOnIntraOpThreads) {
+  MemoryMeter& meter = CpuMeter();
+  const int64_t before = meter.Read().allocated_bytes;
+  constexpr int kChunks = 64;
+  std::vector<at::Tensor> made(kChunks);
+  {
+    ScopedMemoryLabel label("test/parallel");
+    // grain 1: each chunk may run on any of ATen's intra-op threads.
+    at::parallel_for(0, kChunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) made[i] = at::empty({100}, at::kFloat);
+    });
+  }
+  EXPECT_EQ(meter.Read().allocated_bytes - before, kChunks * 400);
+  const MemoryLabelStats stats = ReadMemoryLabel("test/parallel");
+  EXPECT_EQ(stats.allocated_bytes, kChunks * 400);
+  EXPECT_EQ(stats.allocations, kChunks);
+  made.clear();
+  EXPECT_EQ(meter.Read().allocated_bytes, before);
+}
+
+TEST(MemoryLabelTest, AttributesBytesAndPeakPerLabel) {
+  MemoryMeter& meter = CpuMeter();
+  ResetMemoryLabels();
+  const int64_t base = meter.Read().allocated_bytes;
+  at::Tensor kept;
+  {
+    ScopedMemoryLabel outer("block0/ffn.0/forward");
+    kept = at::empty({250}, at::kFloat);  // 1000 bytes
+    {
+      ScopedMemoryLabel inner("block0/ffn.1/forward");
+      at::Tensor temp = at::empty({1000}, at::kFloat);  // 4000 bytes, freed
+    }
+    at::Tensor more = at::empty({50}, at::kFloat);  // 200 bytes, outer again
+  }
+  const MemoryLabelStats outer = ReadMemoryLabel("block0/ffn.0/forward");
+  EXPECT_EQ(outer.allocated_bytes, 1200);
+  EXPECT_EQ(outer.allocations, 2);
+  // The inner label's 4000 bytes count toward the process peak while the
+  // outer label was open.
+  EXPECT_EQ(outer.peak_allocated_bytes, base + 1000 + 4000);
+  const MemoryLabelStats inner = ReadMemoryLabel("block0/ffn.1/forward");
+  EXPECT_EQ(inner.allocated_bytes, 4000);
+  EXPECT_EQ(inner.allocations, 1);
+  EXPECT_EQ(inner.peak_allocated_bytes, base + 1000 + 4000);
+  // Nothing is attributed once the labels are closed.
+  at::Tensor after = at::empty({10}, at::kFloat);
+  EXPECT_EQ(ReadMemoryLabel("block0/ffn.0/forward").allocated_bytes, 1200);
+  EXPECT_EQ(ReadMemoryLabel("never/opened").allocated_bytes, 0);
+  ResetMemoryLabels();
+  EXPECT_EQ(ReadMemoryLabel("block0/ffn.0/forward").allocated_bytes, 0);
+}
+
+TEST(MemoryLabelTest, PeakIncludesWhatWasHeldWhenTheLabelOpened) {
+  MemoryMeter& meter = CpuMeter();
+  ResetMemoryLabels();
+  at::Tensor held = at::empty({1000}, at::kFloat);
+  const int64_t now = meter.Read().allocated_bytes;
+  { ScopedMemoryLabel label("quiet"); }
+  EXPECT_EQ(ReadMemoryLabel("quiet").peak_allocated_bytes, now);
+  EXPECT_EQ(ReadMemoryLabel("quiet").allocated_bytes, 0);
+}
+
+// One test for both machines: without a GPU the meter must refuse with
+// FailedPrecondition; with one it must count a CUDA tensor's bytes.
+TEST(CudaMemoryMeterTest, FailedPreconditionWithoutAGpuCountsWithOne) {
+  absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
+      CreateMemoryMeter(at::Device(at::kCUDA, 0));
+  if (!meter.ok()) {
+    EXPECT_EQ(meter.status().code(), absl::StatusCode::kFailedPrecondition)
+        << meter.status();
+    EXPECT_NE(meter.status().message().find("no CUDA device"),
+              std::string::npos)
+        << meter.status();
+    return;
+  }
+  const MemoryStats before = (*meter)->Read();
+  at::Tensor t = at::empty({1 << 20}, at::TensorOptions().device(at::kCUDA));
+  const MemoryStats during = (*meter)->Read();
+  // 4 MiB is a multiple of the caching allocator's 512-byte rounding.
+  EXPECT_EQ(during.allocated_bytes - before.allocated_bytes, 4 << 20);
+  EXPECT_GE(during.reserved_bytes, during.allocated_bytes);
+  t.reset();
+  (*meter)->ResetPeak();
+  const MemoryStats after = (*meter)->Read();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.peak_allocated_bytes, after.allocated_bytes);
+}
+
+TEST(MemoryMeterTest, OtherDevicesAreInvalid) {
+  absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
+      CreateMemoryMeter(at::Device(at::kMeta));
+  ASSERT_FALSE(meter.ok());
+  EXPECT_EQ(meter.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sacplan
