@@ -22,6 +22,7 @@ Command AddPlanCommand(CLI::App& app);
 Command AddSimulateCommand(CLI::App& app);
 Command AddCompareCommand(CLI::App& app);
 Command AddFrontierCommand(CLI::App& app);
+Command AddReportCommand(CLI::App& app);
 
 }  // namespace sacplan::cli
 

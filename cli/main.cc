@@ -49,6 +49,7 @@ int Run(int argc, char** argv) {
       sacplan::cli::AddSimulateCommand(app),
       sacplan::cli::AddCompareCommand(app),
       sacplan::cli::AddFrontierCommand(app),
+      sacplan::cli::AddReportCommand(app),
   };
 
   try {

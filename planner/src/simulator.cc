@@ -164,8 +164,10 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   clock_ms += fixed.head_fwd_ms;
   tracker.Mark({Phase::kHead, -1, "forward"}, clock_ms);
   tracker.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
-  tracker.Alloc(MemoryCategory::kActivationGrads,
-                last_out_bytes + model.shared_input_grad_bytes);
+  // Two allocations, as in the step: the output's gradient is freed by the
+  // last block's backward, the shared inputs' at the end.
+  tracker.Alloc(MemoryCategory::kActivationGrads, last_out_bytes);
+  tracker.Alloc(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
   clock_ms += fixed.head_bwd_ms;
   tracker.Mark({Phase::kHead, -1, "backward"}, clock_ms);
   tracker.Free(MemoryCategory::kForwardLive, fixed.head_bytes);
@@ -176,8 +178,8 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
   }
-  tracker.Free(MemoryCategory::kActivationGrads,
-               embedding_out_bytes + model.shared_input_grad_bytes);
+  tracker.Free(MemoryCategory::kActivationGrads, embedding_out_bytes);
+  tracker.Free(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
 
   tracker.Alloc(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
   clock_ms += fixed.optimizer_ms;

@@ -1,0 +1,125 @@
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/presets.h"
+#include "sacplan/planner/solver.h"
+#include "sacplan/reports/report.h"
+
+namespace sacplan::reports {
+namespace {
+
+absl::StatusOr<StepResult> SimulateForReport(const AnalyzedModel& model,
+                                             const std::vector<SaveMask>& masks,
+                                             Semantics semantics) {
+  return SimulateStep(model, masks, semantics, {.record_timeline = true});
+}
+
+absl::StatusOr<ReportPlan> PlanFromFile(const Profile& profile,
+                                        const AnalyzedModel& model,
+                                        const PlanFile& file) {
+  if (file.plan.model_name != profile.model_name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path, ": plan is for model '", file.plan.model_name,
+        "', the profile is for '", profile.model_name, "'"));
+  }
+  absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, file.plan);
+  if (!masks.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path, ": ", masks.status().message()));
+  }
+  ReportPlan plan;
+  plan.name = file.plan.method.empty() ? file.path : file.plan.method;
+  plan.origin = file.path;
+  plan.semantics = file.plan.semantics;
+  plan.masks = *std::move(masks);
+  absl::StatusOr<StepResult> result =
+      SimulateForReport(model, plan.masks, plan.semantics);
+  if (!result.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path, ": ", result.status().message()));
+  }
+  plan.result = *std::move(result);
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
+                                           const AnalyzedModel& model,
+                                           const std::vector<PlanFile>& plans,
+                                           std::vector<RunLog> runs,
+                                           const ReportOptions& options) {
+  if (options.frontier_points < 2) {
+    return absl::InvalidArgumentError("frontier points: must be at least 2");
+  }
+  ReportData data;
+  data.profile = &profile;
+  data.model = &model;
+  data.runs = std::move(runs);
+  data.budget_bytes = options.budget_bytes;
+  data.semantics = plans.empty() ? options.semantics : plans.front().plan.semantics;
+  if (data.budget_bytes == 0 && !plans.empty()) {
+    data.budget_bytes = plans.front().plan.budget_bytes;
+  }
+  if (plans.empty() && data.budget_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        "nothing to report: give --budget to solve for, or --plan");
+  }
+
+  absl::StatusOr<Solver> solver =
+      Solver::Create(model, SolverOptions{.semantics = data.semantics});
+  if (!solver.ok()) return solver.status();
+
+  for (const PlanFile& file : plans) {
+    absl::StatusOr<ReportPlan> plan = PlanFromFile(profile, model, file);
+    if (!plan.ok()) return plan.status();
+    data.plans.push_back(*std::move(plan));
+  }
+  if (plans.empty()) {
+    absl::StatusOr<SolvedPlan> solved = solver->Solve(data.budget_bytes);
+    if (!solved.ok()) {
+      if (absl::IsFailedPrecondition(solved.status())) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "budget ", FormatBytes(data.budget_bytes),
+            " is infeasible: no plan fits; the smallest feasible peak is ",
+            FormatBytes(solver->MinPeakBytes()), " (",
+            solver->MinPeakBytes(), " bytes)"));
+      }
+      return solved.status();
+    }
+    ReportPlan plan;
+    plan.name = "optimal";
+    plan.origin = "solved for the budget";
+    plan.semantics = data.semantics;
+    plan.masks = std::move(solved->masks);
+    absl::StatusOr<StepResult> result =
+        SimulateForReport(model, plan.masks, plan.semantics);
+    if (!result.ok()) return result.status();
+    plan.result = *std::move(result);
+    data.plans.push_back(std::move(plan));
+  }
+
+  for (const std::string& name : ComparedPresetNames()) {
+    absl::StatusOr<std::vector<SaveMask>> masks = PresetMasks(model, name);
+    if (!masks.ok()) return masks.status();
+    ReportPlan plan;
+    plan.name = name;
+    plan.origin = "preset";
+    plan.preset = true;
+    plan.semantics = data.semantics;
+    plan.masks = *std::move(masks);
+    absl::StatusOr<StepResult> result =
+        SimulateForReport(model, plan.masks, plan.semantics);
+    if (!result.ok()) return result.status();
+    plan.result = *std::move(result);
+    data.plans.push_back(std::move(plan));
+  }
+
+  for (const SolvedPlan& point : solver->Frontier(options.frontier_points)) {
+    data.frontier.push_back({point.result.peak_bytes, point.result.step_ms});
+  }
+  return data;
+}
+
+}  // namespace sacplan::reports

@@ -1,0 +1,113 @@
+#include "sacplan/reports/snapshot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace sacplan::reports {
+namespace {
+
+constexpr int64_t kBaseAddress = int64_t{1} << 40;  // looks like a device address
+constexpr int64_t kAlignment = 512;                 // PyTorch's rounding
+
+struct Allocation {
+  int64_t addr = 0;
+  int64_t size = 0;
+  nlohmann::json frames;
+  bool live = true;
+};
+
+nlohmann::json Frames(const StepResult& result, const MemoryEvent& event) {
+  const std::vector<TimelinePoint>& timeline = result.timeline;
+  // An allocation belongs to the op whose moment comes next.
+  const size_t i = std::min<size_t>(event.moment, timeline.size() - 1);
+  const StepLocation& where = timeline[i].where;
+  std::string name = PhaseName(where.phase);
+  if (where.block >= 0) absl::StrAppend(&name, " block ", where.block);
+  if (!where.op.empty()) absl::StrAppend(&name, " ", where.op);
+  absl::StrAppend(&name, " [", MemoryCategoryName(event.category), "]");
+  return nlohmann::json::array(
+      {{{"filename", "sacplan simulated step"}, {"line", std::max(where.block, 0)},
+        {"name", name}}});
+}
+
+int64_t TimeUs(const StepResult& result, const MemoryEvent& event) {
+  if (event.moment == 0) return 0;
+  const size_t i = std::min<size_t>(event.moment - 1, result.timeline.size() - 1);
+  return static_cast<int64_t>(std::llround(result.timeline[i].time_ms * 1000));
+}
+
+nlohmann::json Entry(const char* action, const Allocation& a, int64_t time_us) {
+  return {{"action", action}, {"addr", a.addr},       {"size", a.size},
+          {"stream", 0},      {"time_us", time_us},   {"frames", a.frames}};
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result) {
+  if (result.events.empty() || result.timeline.empty()) {
+    return absl::FailedPreconditionError(
+        "the step was simulated without its events or timeline");
+  }
+  std::vector<Allocation> allocations;
+  // Live allocation indices by (category, size), newest last.
+  std::map<std::pair<int, int64_t>, std::vector<int>> live;
+  nlohmann::json trace = nlohmann::json::array();
+  int64_t next_addr = kBaseAddress;
+  for (const MemoryEvent& event : result.events) {
+    const std::pair<int, int64_t> key{static_cast<int>(event.category), event.bytes};
+    const int64_t time_us = TimeUs(result, event);
+    if (event.alloc) {
+      Allocation a;
+      a.addr = next_addr;
+      a.size = event.bytes;
+      a.frames = Frames(result, event);
+      next_addr += (event.bytes + kAlignment - 1) / kAlignment * kAlignment;
+      trace.push_back(Entry("alloc", a, time_us));
+      live[key].push_back(static_cast<int>(allocations.size()));
+      allocations.push_back(std::move(a));
+      continue;
+    }
+    auto found = live.find(key);
+    if (found == live.end() || found->second.empty()) {
+      return absl::InternalError(absl::StrCat(
+          "allocation trace: a free of ", event.bytes, " bytes of ",
+          MemoryCategoryName(event.category), " matches no live allocation"));
+    }
+    Allocation& a = allocations[found->second.back()];
+    found->second.pop_back();
+    a.live = false;
+    trace.push_back(Entry("free_requested", a, time_us));
+    trace.push_back(Entry("free_completed", a, time_us));
+  }
+
+  nlohmann::json segments = nlohmann::json::array();
+  for (const Allocation& a : allocations) {
+    if (!a.live) continue;
+    const int64_t size = (a.size + kAlignment - 1) / kAlignment * kAlignment;
+    segments.push_back({{"device", 0},
+                        {"address", a.addr},
+                        {"total_size", size},
+                        {"allocated_size", size},
+                        {"active_size", size},
+                        {"requested_size", a.size},
+                        {"stream", 0},
+                        {"segment_type", "large"},
+                        {"segment_pool_id", {0, 0}},
+                        {"is_expandable", false},
+                        {"frames", a.frames},
+                        {"blocks", nlohmann::json::array({{{"address", a.addr},
+                                                           {"size", size},
+                                                           {"requested_size", a.size},
+                                                           {"state", "active_allocated"},
+                                                           {"frames", a.frames}}})}});
+  }
+  return nlohmann::json{{"segments", std::move(segments)},
+                        {"device_traces", nlohmann::json::array({std::move(trace)})}};
+}
+
+}  // namespace sacplan::reports
