@@ -65,13 +65,18 @@ Block BuildLlamaBlock(const ModelConfig& c, int index) {
 
 namespace models_internal {
 
+// Final norm + untied lm_head.
+int64_t LlamaHeadParams(const ModelConfig& c) { return c.dim + c.dim * c.vocab; }
+
+int64_t LlamaEmbeddingParams(const ModelConfig& c) { return c.vocab * c.dim; }
+
 int64_t LlamaNonBlockParams(const ModelConfig& c) {
-  // embed_tokens + final norm + untied lm_head.
-  return c.vocab * c.dim + c.dim + c.dim * c.vocab;
+  return LlamaHeadParams(c) + LlamaEmbeddingParams(c);
 }
 
 FixedMemory LlamaFixedMemory(const ModelConfig& c, int64_t block_params) {
-  FixedMemory fixed = ParamFixedMemory(c, block_params, LlamaNonBlockParams(c));
+  FixedMemory fixed = ParamFixedMemory(c, block_params, LlamaHeadParams(c),
+                                       LlamaEmbeddingParams(c));
   // fp32 logits plus the softmax / logits-gradient buffer of the same size.
   fixed.head_bytes = c.batch * c.tokens * c.vocab * 4 * 2;
   return fixed;

@@ -92,14 +92,16 @@ Block BlockBuilder::Finish(std::string output) {
 }
 
 FixedMemory ParamFixedMemory(const ModelConfig& config, int64_t block_params,
-                             int64_t nonblock_params) {
-  const int64_t total = block_params * config.layers + nonblock_params;
+                             int64_t head_params, int64_t embedding_params) {
+  const int64_t total =
+      block_params * config.layers + head_params + embedding_params;
   const int64_t param_size = DtypeBytes(config.param_dtype);
   FixedMemory fixed;
   fixed.param_bytes = total * param_size;
   if (config.optimizer == "adamw") fixed.optimizer_state_bytes = 2 * 4 * total;
   if (config.optimizer == "sgd") fixed.optimizer_state_bytes = 4 * total;
-  fixed.nonblock_grad_bytes = nonblock_params * param_size;
+  fixed.nonblock_grad_bytes = head_params * param_size;
+  fixed.embedding_grad_bytes = embedding_params * param_size;
   return fixed;
 }
 

@@ -56,7 +56,14 @@ class BlockBuilder {
 // parameter count comes from summing a built block's param bytes).
 FixedMemory WanFixedMemory(const ModelConfig& config, int64_t block_params);
 FixedMemory LlamaFixedMemory(const ModelConfig& config, int64_t block_params);
+// Parameters outside the blocks: the head's (whose gradients the head's
+// backward allocates) and the embeddings' (allocated after the blocks'
+// backward); NonBlock is their sum.
+int64_t WanHeadParams(const ModelConfig& config);
+int64_t WanEmbeddingParams(const ModelConfig& config);
 int64_t WanNonBlockParams(const ModelConfig& config);
+int64_t LlamaHeadParams(const ModelConfig& config);
+int64_t LlamaEmbeddingParams(const ModelConfig& config);
 int64_t LlamaNonBlockParams(const ModelConfig& config);
 NonBlockCost WanNonBlockCost(const ModelConfig& config);
 NonBlockCost LlamaNonBlockCost(const ModelConfig& config);
@@ -64,9 +71,9 @@ NonBlockCost LlamaNonBlockCost(const ModelConfig& config);
 // The parameter side of fixed memory, the same for every family: all
 // parameters in the param dtype, optimizer state (AdamW two fp32 moments,
 // SGD one fp32 momentum buffer, "none" nothing) and the gradients of the
-// non-block parameters. The caller adds what its head holds.
+// head's and the embeddings' parameters. The caller adds what its head holds.
 FixedMemory ParamFixedMemory(const ModelConfig& config, int64_t block_params,
-                             int64_t nonblock_params);
+                             int64_t head_params, int64_t embedding_params);
 
 }  // namespace sacplan::models_internal
 

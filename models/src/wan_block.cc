@@ -140,20 +140,29 @@ constexpr int64_t kTextDim = 4096;  // umT5-XXL embedding width
 constexpr int64_t kFreqDim = 256;   // sinusoidal timestep embedding width
 }  // namespace
 
-int64_t WanNonBlockParams(const ModelConfig& c) {
-  const int64_t d = c.dim;
+int64_t WanHeadParams(const ModelConfig& c) {
   const int64_t head_out = kLatentChannels * kPatchVolume;  // 64
+  return c.dim * head_out + head_out + 2 * c.dim;  // + head modulation
+}
+
+// The time embedding also feeds the head, but its gradient is complete only
+// once every block's backward has added to it.
+int64_t WanEmbeddingParams(const ModelConfig& c) {
+  const int64_t d = c.dim;
   const int64_t patch_embedding = kLatentChannels * d * kPatchVolume + d;
   const int64_t text_embedding = kTextDim * d + d + d * d + d;
   const int64_t time_embedding = kFreqDim * d + d + d * d + d;
   const int64_t time_projection = d * 6 * d + 6 * d;
-  const int64_t head = d * head_out + head_out + 2 * d;  // + head modulation
-  return patch_embedding + text_embedding + time_embedding + time_projection +
-         head;
+  return patch_embedding + text_embedding + time_embedding + time_projection;
+}
+
+int64_t WanNonBlockParams(const ModelConfig& c) {
+  return WanHeadParams(c) + WanEmbeddingParams(c);
 }
 
 FixedMemory WanFixedMemory(const ModelConfig& c, int64_t block_params) {
-  FixedMemory fixed = ParamFixedMemory(c, block_params, WanNonBlockParams(c));
+  FixedMemory fixed =
+      ParamFixedMemory(c, block_params, WanHeadParams(c), WanEmbeddingParams(c));
   // Head output [b, s, 64] fp32 plus a loss buffer of the same size.
   const int64_t head_out = c.batch * c.tokens * kLatentChannels * kPatchVolume * 4;
   fixed.head_bytes = 2 * head_out;

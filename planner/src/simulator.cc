@@ -1,6 +1,7 @@
 #include "sacplan/planner/simulator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -39,9 +40,9 @@ class BlockInterpreter {
   // gradient of the carried input live for the block before.
   void Backward() {
     const int tensor_count = static_cast<int>(block_.tensors.size());
-    std::vector<bool> grad_live(tensor_count, false);
+    grads_ = GradBuffers(tensor_count);
     std::vector<bool> recomputed(tensor_count, false);
-    grad_live[block_.output] = true;
+    grads_.Adopt(block_.output, block_.tensors[block_.output].bytes);
     for (int t : schedule_.free_at_backward_start) FreeActivation(t, false);
     for (const ScheduleStep& step : schedule_.backward) {
       const OpNode& op = block_.ops[step.op];
@@ -52,25 +53,84 @@ class BlockInterpreter {
         }
         RunOp(Phase::kRecompute, step.op, op.workspace_bytes, op.fwd_ms);
       } else {
-        for (int in : op.inputs) {
-          const TensorNode& node = block_.tensors[in];
-          if (!node.requires_grad || node.shared_input || grad_live[in]) continue;
-          tracker_.Alloc(MemoryCategory::kActivationGrads, node.bytes);
-          grad_live[in] = true;
-        }
-        tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes);
-        RunOp(Phase::kBackward, step.op, op.bwd_workspace_bytes, op.bwd_ms);
-        for (int out : op.outputs) {
-          if (!grad_live[out]) continue;
-          tracker_.Free(MemoryCategory::kActivationGrads, block_.tensors[out].bytes);
-          grad_live[out] = false;
-        }
+        BackwardOp(step.op);
       }
       for (int t : step.free_after) FreeActivation(t, recomputed[t]);
     }
   }
 
  private:
+  // Activation gradients as buffers that several tensors may share: an add's
+  // backward hands its output's gradient to its same-sized inputs without a
+  // copy, as autograd does. A buffer is freed when its last tensor lets go.
+  class GradBuffers {
+   public:
+    explicit GradBuffers(int tensor_count = 0) : buffer_of_(tensor_count, -1) {}
+    bool live(int t) const { return buffer_of_[t] >= 0; }
+    bool shared(int t) const { return refs_[buffer_of_[t]] > 1; }
+    // t's gradient is already allocated (by the caller or the block after).
+    void Adopt(int t, int64_t bytes) {
+      buffer_of_[t] = static_cast<int>(refs_.size());
+      refs_.push_back(1);
+      bytes_.push_back(bytes);
+    }
+    void Alias(int t, int from) {
+      buffer_of_[t] = buffer_of_[from];
+      refs_[buffer_of_[t]] += 1;
+    }
+    // Drops t's reference; returns the bytes freed (0 while others hold it).
+    int64_t Release(int t) {
+      const int b = std::exchange(buffer_of_[t], -1);
+      return --refs_[b] == 0 ? bytes_[b] : 0;
+    }
+
+   private:
+    std::vector<int> buffer_of_;
+    std::vector<int> refs_;
+    std::vector<int64_t> bytes_;
+  };
+
+  // One op's backward. An input gradient the op produces is a new buffer, an
+  // alias (a pass-through add), or is added into the live one: in place when
+  // nobody shares it (the op's fresh result is scratch while it runs), into
+  // a new buffer otherwise. Shared inputs' gradients accumulate in place
+  // into buffers the step allocated once.
+  void BackwardOp(int k) {
+    const OpNode& op = block_.ops[k];
+    int64_t scratch_bytes = 0;
+    const int pass_from = op.passes_grad_through && grads_.live(op.outputs[0])
+                              ? op.outputs[0]
+                              : -1;
+    for (int in : op.inputs) {
+      const TensorNode& node = block_.tensors[in];
+      if (!node.requires_grad) continue;
+      const bool alias = pass_from >= 0 && node.bytes == block_.tensors[pass_from].bytes;
+      if (node.shared_input) {
+        if (!alias) scratch_bytes += node.bytes;
+      } else if (!grads_.live(in)) {
+        if (alias) {
+          grads_.Alias(in, pass_from);
+        } else {
+          tracker_.Alloc(MemoryCategory::kActivationGrads, node.bytes);
+          grads_.Adopt(in, node.bytes);
+        }
+      } else if (grads_.shared(in)) {
+        tracker_.Alloc(MemoryCategory::kActivationGrads, node.bytes);
+        tracker_.Free(MemoryCategory::kActivationGrads, grads_.Release(in));
+        grads_.Adopt(in, node.bytes);
+        if (!alias) scratch_bytes += node.bytes;
+      } else if (!alias) {
+        scratch_bytes += node.bytes;
+      }
+    }
+    tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes);
+    RunOp(Phase::kBackward, k, op.bwd_workspace_bytes + scratch_bytes, op.bwd_ms);
+    for (int out : op.outputs) {
+      if (!grads_.live(out)) continue;
+      tracker_.Free(MemoryCategory::kActivationGrads, grads_.Release(out));
+    }
+  }
+
   void RunOp(Phase phase, int op, int64_t workspace_bytes, double ms) {
     tracker_.Alloc(MemoryCategory::kWorkspace, workspace_bytes);
     clock_ms_ += ms;
@@ -88,6 +148,7 @@ class BlockInterpreter {
   int block_index_;
   MemoryTracker& tracker_;
   double& clock_ms_;
+  GradBuffers grads_;
 };
 
 absl::Status CheckMasks(const AnalyzedModel& model,
@@ -178,6 +239,10 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
   }
+  // The embeddings' backward turns the carried and shared gradients into
+  // their parameters' gradients.
+  tracker.Alloc(MemoryCategory::kParamGrads, fixed.embedding_grad_bytes);
+  tracker.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms);
   tracker.Free(MemoryCategory::kActivationGrads, embedding_out_bytes);
   tracker.Free(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
 

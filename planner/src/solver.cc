@@ -48,10 +48,13 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
     later_param_grads += model.blocks[b].param_bytes;
   }
   const BlockAnalysis& first = model.blocks.front();
+  const int64_t first_in = first.tensors[first.carried_input].bytes;
+  const int64_t all_param_grads =
+      later_param_grads + fixed.nonblock_grad_bytes + fixed.embedding_grad_bytes;
   c.plan_independent_peak = std::max(
-      resident + first.tensors[first.carried_input].bytes,
-      resident + later_param_grads + fixed.nonblock_grad_bytes +
-          fixed.optimizer_step_bytes);
+      {resident + first_in,
+       resident + all_param_grads + first_in + model.shared_input_grad_bytes,
+       resident + all_param_grads + fixed.optimizer_step_bytes});
   return c;
 }
 

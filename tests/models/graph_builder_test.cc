@@ -56,7 +56,9 @@ TEST(GraphBuilderTest, FixedMemoryIsConsistentWithOpParams) {
     }
     // Every parameter's gradient is allocated exactly once: in a block op or
     // as a non-block gradient.
-    EXPECT_EQ(block_grads + m.fixed.nonblock_grad_bytes, m.fixed.param_bytes) << name;
+    EXPECT_EQ(block_grads + m.fixed.nonblock_grad_bytes + m.fixed.embedding_grad_bytes,
+              m.fixed.param_bytes)
+        << name;
     EXPECT_EQ(m.fixed.optimizer_state_bytes, 2 * m.fixed.param_bytes) << name;  // fp32 m, v
   }
 }
@@ -80,7 +82,11 @@ TEST(GraphBuilderTest, HeadBytes) {
   EXPECT_EQ(Build(wan).fixed.head_bytes, 2LL * 72000 * 64 * 4);
   const ModelConfig llama = Config("llama3-8b");
   EXPECT_EQ(Build(llama).fixed.head_bytes, 2LL * 8192 * 128256 * 4);
-  EXPECT_EQ(Build(llama).fixed.nonblock_grad_bytes, (2LL * 128256 * 4096 + 4096) * 4);
+  // lm_head + final norm in the head; the token table is the embedding.
+  EXPECT_EQ(Build(llama).fixed.nonblock_grad_bytes, (128256LL * 4096 + 4096) * 4);
+  EXPECT_EQ(Build(llama).fixed.embedding_grad_bytes, 128256LL * 4096 * 4);
+  // Wan's head: Linear(d, 64) and its [1, 2, d] modulation.
+  EXPECT_EQ(Build(wan).fixed.nonblock_grad_bytes, (1536LL * 64 + 64 + 2 * 1536) * 4);
 }
 
 TEST(GraphBuilderTest, BatchScalesActivationsNotParams) {

@@ -57,6 +57,69 @@ TEST(SimulateStepTest, TwoBlockChainByHand) {
   EXPECT_EQ(full.recomputed_ops, 2);
 }
 
+// x(200) -> fc (linear, 200 B out, needs x) -> sum = fc.out + x. An add's
+// backward hands its output's gradient to both inputs: no bytes until fc's
+// backward must add into the shared buffer, which takes a new one.
+Block PassThroughBlock(const std::string& add_kind) {
+  Block block;
+  block.inputs.push_back({testing::Tensor("x", 200), InputKind::kCarried});
+  block.ops.push_back(
+      testing::MakeOp("fc", "linear", {"x"}, {testing::Tensor("fc.out", 200)},
+                      {"x"}, 1.0, 2.0));
+  block.ops.push_back(testing::MakeOp("sum", add_kind, {"fc.out", "x"},
+                                      {testing::Tensor("sum.out", 200)}, {}, 0.5,
+                                      0.5));
+  block.output = "sum.out";
+  return block;
+}
+
+int64_t LiveAfter(const StepResult& result, Phase phase, const std::string& op) {
+  for (const TimelinePoint& point : result.timeline) {
+    if (point.where.phase == phase && point.where.op == op) return point.total_bytes;
+  }
+  ADD_FAILURE() << "no moment for " << op;
+  return -1;
+}
+
+TEST(SimulateStepTest, AddBackwardAliasesItsOutputGradient) {
+  Model add;
+  add.blocks.push_back(PassThroughBlock("add"));
+  Model copy;
+  copy.blocks.push_back(PassThroughBlock("elementwise"));
+  const SimulateOptions timeline{.record_timeline = true};
+  const StepResult aliased =
+      *SimulateStep(*AnalyzeModel(add), {{true, true}}, Semantics::kSacplan, timeline);
+  const StepResult copied =
+      *SimulateStep(*AnalyzeModel(copy), {{true, true}}, Semantics::kSacplan, timeline);
+  // While sum's backward runs: kept x 200 + the output's gradient 200, which
+  // x and fc.out alias; copying allocates both input gradients.
+  EXPECT_EQ(LiveAfter(aliased, Phase::kBackward, "sum"), 400);
+  EXPECT_EQ(LiveAfter(copied, Phase::kBackward, "sum"), 800);
+  // fc adds x's gradient: into a new buffer when shared (600 + 200 scratch),
+  // in place when not (600 + 200 scratch).
+  EXPECT_EQ(aliased.peak_bytes, 800);
+  EXPECT_EQ(copied.peak_bytes, 800);
+}
+
+TEST(SimulateStepTest, EmbeddingGradientsComeAfterTheBlocks) {
+  Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  const SaveMask none{true, true, true};
+  const int64_t before = SimulateStep(*AnalyzeModel(model), {none, none},
+                                      Semantics::kSacplan)->peak_bytes;
+  // Less than the blocks' backward peak above the step's end: no change.
+  model.fixed.embedding_grad_bytes = 1000;
+  EXPECT_EQ(SimulateStep(*AnalyzeModel(model), {none, none},
+                         Semantics::kSacplan)->peak_bytes, before);
+  // Counted with the carried input's gradient (200) and every parameter
+  // gradient (each block's fc has 10 bytes).
+  model.fixed.embedding_grad_bytes = 5000;
+  const StepResult big =
+      *SimulateStep(*AnalyzeModel(model), {none, none}, Semantics::kSacplan);
+  EXPECT_EQ(big.peak_bytes, 1000 + 5000 + 2 * 10 + 200);
+  EXPECT_EQ(big.peak.phase, Phase::kHead);
+  EXPECT_EQ(big.peak.op, "embedding backward");
+}
+
 TEST(SimulateStepTest, CheckpointingTheLastBlockDoesNotLowerThePeak) {
   const Model model = testing::ChainModel(3);
   const AnalyzedModel analyzed = *AnalyzeModel(model);

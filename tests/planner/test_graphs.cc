@@ -15,8 +15,6 @@ TensorInfo Tensor(const std::string& id, int64_t bytes, bool requires_grad) {
   return t;
 }
 
-namespace {
-
 Op MakeOp(const std::string& id, const std::string& kind,
           std::vector<std::string> inputs, std::vector<TensorInfo> outputs,
           std::vector<std::string> needs, double fwd_ms, double bwd_ms) {
@@ -30,8 +28,6 @@ Op MakeOp(const std::string& id, const std::string& kind,
   op.bwd_ms = bwd_ms;
   return op;
 }
-
-}  // namespace
 
 Block ChainBlock(int index, int64_t width) {
   Block block;
@@ -85,8 +81,9 @@ Block RandomBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
     for (const TensorInfo& out : outputs) {
       if (uniform(0, 3) == 0) needs.push_back(out.id);
     }
-    Op op = MakeOp(id, uniform(0, 1) ? "linear" : "elementwise", inputs, outputs,
-                   needs, 0.25 * uniform(1, 12), 0.25 * uniform(1, 20));
+    const char* kinds[] = {"linear", "elementwise", "add"};
+    Op op = MakeOp(id, kinds[uniform(0, 2)], inputs, outputs, needs,
+                   0.25 * uniform(1, 12), 0.25 * uniform(1, 20));
     op.workspace_bytes = uniform(0, 2) == 0 ? 8 * uniform(1, 4) : 0;
     op.bwd_workspace_bytes = uniform(0, 2) == 0 ? 8 * uniform(1, 4) : 0;
     op.param_bytes = uniform(0, 1) ? 8 * uniform(1, 3) : 0;
@@ -112,6 +109,7 @@ Model RandomModel(int blocks, int ops, uint32_t seed, bool identical) {
   model.fixed.param_bytes = 64 + rng() % 64;
   model.fixed.optimizer_state_bytes = 2 * model.fixed.param_bytes;
   model.fixed.nonblock_grad_bytes = 8 * (rng() % 4);
+  model.fixed.embedding_grad_bytes = 8 * (rng() % 40);
   model.fixed.head_bytes = 8 * (rng() % 6);
   model.fixed.head_fwd_ms = 1;
   model.fixed.head_bwd_ms = 2;

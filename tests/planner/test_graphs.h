@@ -13,6 +13,11 @@ namespace sacplan::testing {
 // A tensor of `bytes` bytes named `id`.
 TensorInfo Tensor(const std::string& id, int64_t bytes, bool requires_grad = true);
 
+// An op with the given tensors and times; the other fields default.
+Op MakeOp(const std::string& id, const std::string& kind,
+          std::vector<std::string> inputs, std::vector<TensorInfo> outputs,
+          std::vector<std::string> needs, double fwd_ms, double bwd_ms);
+
 // x -> fc (linear, needs x) -> act (gelu, needs fc.out) -> add (x + act.out).
 // fc.out is 4 bytes per unit of `width`, act.out the same, x 2 units.
 Block ChainBlock(int index, int64_t width = 100);

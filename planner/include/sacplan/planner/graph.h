@@ -71,9 +71,14 @@ struct Block {
 struct FixedMemory {
   int64_t param_bytes = 0;            // all parameters, resident all step
   int64_t optimizer_state_bytes = 0;  // e.g. fp32 Adam m and v
-  // Gradients of parameters outside the blocks (embeddings, head); allocated
-  // in the head's backward. Block parameter gradients come from Op::param_bytes.
+  // Gradients of the head's parameters (final norm, output projection,
+  // lm_head); allocated in the head's backward. Block parameter gradients
+  // come from Op::param_bytes.
   int64_t nonblock_grad_bytes = 0;
+  // Gradients of the embeddings' parameters (patch, text and time
+  // embeddings; the token table): the embeddings' backward allocates them
+  // after every block's backward, so they are not live at the blocks' peak.
+  int64_t embedding_grad_bytes = 0;
   // Extra bytes held during the loss/head (logits, loss buffers) on top of the
   // last block's output.
   int64_t head_bytes = 0;

@@ -1,0 +1,69 @@
+// CreateTorchModel, ScalarTypeOf and the autograd reference step.
+#include "sacplan/models/torch_model.h"
+
+#include <c10/core/GradMode.h>
+
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "sacplan/models/graph_builder.h"
+#include "torch_ops.h"
+
+namespace sacplan {
+
+absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype) {
+  if (dtype == "float32") return at::kFloat;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "float16") return at::kHalf;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown dtype \"", dtype, "\" (known: bfloat16, float16, float32)"));
+}
+
+absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
+    const ModelConfig& config, uint64_t seed, at::Device device) {
+  if (absl::Status s = ValidateModelConfig(config); !s.ok()) return s;
+  if (device.is_cuda() && !at::hasCUDA()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", device.str(), " requested but LibTorch sees no CUDA GPU"));
+  }
+  if (!device.is_cpu() && !device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", device.str(), ": only cpu and cuda are supported"));
+  }
+  absl::StatusOr<Model> graph = BuildModelGraph(config);
+  if (!graph.ok()) return graph.status();
+  if (config.family == "wan") {
+    return torch_internal::MakeWanModel(config, *std::move(graph), seed, device);
+  }
+  return torch_internal::MakeLlamaModel(config, *std::move(graph), seed, device);
+}
+
+at::Tensor AutogradLoss(const TorchModel& model, const Batch& batch,
+                        BlockStackInputs* inputs) {
+  c10::AutoGradMode grad_mode(true);
+  BlockStackInputs in = model.Embed(batch);
+  at::Tensor x = in.carried;
+  for (int b = 0; b < model.num_blocks(); ++b) {
+    const Block& block = model.graph().blocks[b];
+    std::map<std::string, at::Tensor> tensors;
+    size_t shared = 0;
+    for (const BlockInput& input : block.inputs) {
+      tensors[input.tensor.id] =
+          input.kind == InputKind::kCarried ? x : in.shared.at(shared++);
+    }
+    for (size_t i = 0; i < block.ops.size(); ++i) {
+      const Op& op = block.ops[i];
+      std::vector<at::Tensor> args;
+      for (const std::string& id : op.inputs) args.push_back(tensors.at(id));
+      std::vector<at::Tensor> outs = model.op(b, static_cast<int>(i)).Forward(args);
+      for (size_t k = 0; k < op.outputs.size(); ++k) tensors[op.outputs[k].id] = outs[k];
+    }
+    x = tensors.at(block.output);
+  }
+  at::Tensor loss = model.Loss(x, in, batch);
+  if (inputs != nullptr) *inputs = std::move(in);
+  return loss;
+}
+
+}  // namespace sacplan
