@@ -140,20 +140,22 @@ constexpr int64_t kTextDim = 4096;  // umT5-XXL embedding width
 constexpr int64_t kFreqDim = 256;   // sinusoidal timestep embedding width
 }  // namespace
 
+// The head and the time embedding: sacplan's LibTorch head recomputes the
+// time embedding e0 for its modulation, so those gradients arrive with the
+// head's backward.
 int64_t WanHeadParams(const ModelConfig& c) {
+  const int64_t d = c.dim;
   const int64_t head_out = kLatentChannels * kPatchVolume;  // 64
-  return c.dim * head_out + head_out + 2 * c.dim;  // + head modulation
+  const int64_t time_embedding = kFreqDim * d + d + d * d + d;
+  return d * head_out + head_out + 2 * d + time_embedding;  // + head modulation
 }
 
-// The time embedding also feeds the head, but its gradient is complete only
-// once every block's backward has added to it.
 int64_t WanEmbeddingParams(const ModelConfig& c) {
   const int64_t d = c.dim;
   const int64_t patch_embedding = kLatentChannels * d * kPatchVolume + d;
   const int64_t text_embedding = kTextDim * d + d + d * d + d;
-  const int64_t time_embedding = kFreqDim * d + d + d * d + d;
   const int64_t time_projection = d * 6 * d + 6 * d;
-  return patch_embedding + text_embedding + time_embedding + time_projection;
+  return patch_embedding + text_embedding + time_projection;
 }
 
 int64_t WanNonBlockParams(const ModelConfig& c) {

@@ -85,8 +85,11 @@ TEST(GraphBuilderTest, HeadBytes) {
   // lm_head + final norm in the head; the token table is the embedding.
   EXPECT_EQ(Build(llama).fixed.nonblock_grad_bytes, (128256LL * 4096 + 4096) * 4);
   EXPECT_EQ(Build(llama).fixed.embedding_grad_bytes, 128256LL * 4096 * 4);
-  // Wan's head: Linear(d, 64) and its [1, 2, d] modulation.
-  EXPECT_EQ(Build(wan).fixed.nonblock_grad_bytes, (1536LL * 64 + 64 + 2 * 1536) * 4);
+  // Wan's head: Linear(d, 64), its [1, 2, d] modulation and the time
+  // embedding it recomputes.
+  const int64_t d = 1536;
+  EXPECT_EQ(Build(wan).fixed.nonblock_grad_bytes,
+            (d * 64 + 64 + 2 * d + 256 * d + d + d * d + d) * 4);
 }
 
 TEST(GraphBuilderTest, BatchScalesActivationsNotParams) {
