@@ -163,16 +163,31 @@ inline constexpr const char* kReportJs = R"js(
     return up && down ? 'ok' : 'wrong order';
   }
 
-  var sort = 'not run';
+  // Clicks every plan button and checks that exactly its timeline shows,
+  // then shows the chosen plan's again.
+  function checkToggles() {
+    var buttons = document.querySelectorAll('.toggles button');
+    var ok = buttons.length > 0;
+    buttons.forEach(function (button) {
+      button.click();
+      var shown = document.querySelectorAll('.timeline-wrap:not([hidden])');
+      ok = ok && shown.length === 1 && shown[0].id === button.getAttribute('data-target');
+    });
+    if (buttons.length) buttons[0].click();
+    return ok ? 'ok' : 'wrong timeline shown';
+  }
+
+  var sort = 'not run', toggles = 'not run';
   try {
     setupToggles();
     setupHover();
     setupSort();
     sort = checkSort();
+    toggles = checkToggles();
   } catch (e) {
     errors.push('setup: ' + e.message);
   }
-  report({sort: sort, timelines: document.querySelectorAll('.timeline-wrap').length});
+  report({sort: sort, toggles: toggles, timelines: document.querySelectorAll('.timeline-wrap').length});
 })();
 )js";
 
