@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build
   nlohmann-json3-dev libeigen3-dev libabsl-dev libcli11-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  chromium  # headless, for the report's browser test (tests/reports)
 )
 
 missing=()

@@ -86,7 +86,7 @@ std::string LegendItem(double& x, double y, const std::string& shape,
   }
   absl::StrAppend(&out, "<text x=\"", Num(x + 18, 1), "\" y=\"", Num(y, 1),
                   "\">", EscapeHtml(label), "</text></g>");
-  x += 30 + 6.8 * static_cast<double>(label.size());
+  x += 30 + 7.4 * static_cast<double>(label.size());
   return out;
 }
 
