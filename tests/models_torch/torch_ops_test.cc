@@ -35,6 +35,9 @@ std::vector<OpCase> Cases() {
           {"llama_d128_h4_kv1_s256_b2_fp32", ConfigWith("llama-tiny", llama_wide)}};
 }
 
+// gtest prints a failing case by name rather than as bytes.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
 class TorchOpsTest : public ::testing::TestWithParam<OpCase> {};
 
 // Inputs of op `i` of block 0: shared inputs from the model's own Embed (the
