@@ -202,12 +202,14 @@ TEST_P(TorchOpsTest, BackwardFromNeedsOnlyMatchesAutogradAndOutputsMatchGraph) {
   }
 }
 
-// Default (bf16 activation) configs: every op's outputs and gradients keep
-// the graph's dtypes and shapes, running on needs only.
-TEST(TorchOpsBfloat16Test, OutputsAndGradientsKeepGraphDtypes) {
+// Half-precision activations (bf16, the default, and fp16): every op's
+// outputs and gradients keep the graph's dtypes and shapes, running on
+// needs only.
+TEST(TorchOpsLowPrecisionTest, OutputsAndGradientsKeepGraphDtypes) {
+  for (const char* dtype : {"bfloat16", "float16"})
   for (const char* name : {"wan-tiny", "llama-tiny"}) {
-    SCOPED_TRACE(name);
-    auto model = CpuModel(*ModelConfigByName(name));
+    SCOPED_TRACE(std::string(name) + " " + dtype);
+    auto model = CpuModel(ConfigWith(name, {{"act_dtype", dtype}}));
     const Block& block = model->graph().blocks.at(0);
     std::map<std::string, TensorInfo> infos;
     std::map<std::string, at::Tensor> shared;
