@@ -41,8 +41,15 @@ int64_t TimeUs(const StepResult& result, const MemoryEvent& event) {
   return static_cast<int64_t>(std::llround(result.timeline[i].time_ms * 1000));
 }
 
+int64_t Rounded(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+// Segment events carry the rounded size, block events the requested one.
 nlohmann::json Entry(const char* action, const Allocation& a, int64_t time_us) {
-  return {{"action", action}, {"addr", a.addr},       {"size", a.size},
+  const bool segment = action[0] == 's';
+  return {{"action", action}, {"addr", a.addr},
+          {"size", segment ? Rounded(a.size) : a.size},
           {"stream", 0},      {"time_us", time_us},   {"frames", a.frames}};
 }
 
@@ -66,7 +73,8 @@ absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result) {
       a.addr = next_addr;
       a.size = event.bytes;
       a.frames = Frames(result, event);
-      next_addr += (event.bytes + kAlignment - 1) / kAlignment * kAlignment;
+      next_addr += Rounded(event.bytes);
+      trace.push_back(Entry("segment_alloc", a, time_us));
       trace.push_back(Entry("alloc", a, time_us));
       live[key].push_back(static_cast<int>(allocations.size()));
       allocations.push_back(std::move(a));
@@ -83,12 +91,13 @@ absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result) {
     a.live = false;
     trace.push_back(Entry("free_requested", a, time_us));
     trace.push_back(Entry("free_completed", a, time_us));
+    trace.push_back(Entry("segment_free", a, time_us));
   }
 
   nlohmann::json segments = nlohmann::json::array();
   for (const Allocation& a : allocations) {
     if (!a.live) continue;
-    const int64_t size = (a.size + kAlignment - 1) / kAlignment * kAlignment;
+    const int64_t size = Rounded(a.size);
     segments.push_back({{"device", 0},
                         {"address", a.addr},
                         {"total_size", size},

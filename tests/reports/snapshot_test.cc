@@ -26,6 +26,7 @@ Replay ReplayTrace(const nlohmann::json& snapshot) {
   Replay replay;
   std::map<int64_t, int64_t> live;     // addr -> size
   std::map<int64_t, bool> requested;   // addr -> free_requested seen
+  std::map<int64_t, int64_t> segments; // addr -> segment size
   int64_t live_bytes = 0, last_time_us = 0;
   for (const nlohmann::json& e : snapshot.at("device_traces").at(0)) {
     const std::string action = e.at("action");
@@ -39,6 +40,9 @@ Replay ReplayTrace(const nlohmann::json& snapshot) {
                 frames[0].at("name").is_string());
     if (action == "alloc") {
       EXPECT_GT(size, 0);
+      // Inside the segment allocated just before it.
+      EXPECT_EQ(segments.count(addr), 1u);
+      EXPECT_LE(size, segments[addr]);
       EXPECT_EQ(live.count(addr), 0u) << "address reused while live";
       live[addr] = size;
       live_bytes += size;
@@ -59,6 +63,13 @@ Replay ReplayTrace(const nlohmann::json& snapshot) {
       live_bytes -= size;
       live.erase(found);
       ++replay.frees;
+    } else if (action == "segment_alloc") {
+      EXPECT_EQ(segments.count(addr), 0u);
+      EXPECT_EQ(size % 512, 0);
+      segments[addr] = size;
+    } else if (action == "segment_free") {
+      EXPECT_EQ(live.count(addr), 0u) << "segment freed under a live block";
+      EXPECT_EQ(segments.erase(addr), 1u);
     } else {
       ADD_FAILURE() << "unexpected action " << action;
     }
@@ -74,6 +85,7 @@ Replay ReplayTrace(const nlohmann::json& snapshot) {
     }
   }
   EXPECT_EQ(segment_bytes, live_bytes);
+  EXPECT_EQ(snapshot.at("segments").size(), segments.size());
   return replay;
 }
 

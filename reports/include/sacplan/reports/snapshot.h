@@ -13,16 +13,19 @@
 namespace sacplan::reports {
 
 // `result` must come from SimulateStep with record_timeline and
-// record_events. Returns {"segments": [...], "device_traces": [[...]]}:
-// every allocation of more than zero bytes is an "alloc" trace entry with a
-// unique address, and each free a "free_requested" then a "free_completed"
-// entry for the same address (a free ends the newest live allocation of
-// the same category and size). Entries carry size, stream 0, time_us (the
-// simulated clock) and one frame naming the phase, block, op and category.
+// record_events. Returns {"segments": [...], "device_traces": [[...]]}.
+// The simulator counts live bytes, not a caching allocator, so the trace
+// reads as if every allocation were its own segment: each allocation of
+// more than zero bytes is "segment_alloc" then "alloc" at a fresh address
+// (512-byte aligned, never reused), and each free "free_requested",
+// "free_completed", "segment_free" for that address (a free ends the newest
+// live allocation of the same category and size). Entries carry size
+// (segment entries rounded up to 512), stream 0, time_us (the simulated
+// clock) and one frame naming the phase, block, op and category.
 // Allocations still live at the end of the step (parameters, optimizer
-// state, gradients) also appear as active_allocated blocks of "segments",
-// one segment each. FailedPrecondition without events; Internal when a free
-// matches no live allocation.
+// state, gradients) are the "segments", one active_allocated block each.
+// FailedPrecondition without events; Internal when a free matches no live
+// allocation.
 absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result);
 
 }  // namespace sacplan::reports
