@@ -1,0 +1,259 @@
+#include "block_stack.h"
+
+#include <string>
+#include <utility>
+
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+
+namespace sacplan::executor_internal {
+namespace {
+
+using torch::autograd::variable_list;
+
+// Live tensors of one block, by BlockAnalysis tensor index.
+using TensorTable = std::vector<at::Tensor>;
+
+// Adds a gradient into a slot. In place when the slot's tensor is the only
+// reference to its storage; otherwise (a pass-through backward such as an
+// add's hands one gradient to several inputs) out of place, so that an alias
+// is never changed behind another tensor's back.
+void Accumulate(at::Tensor& slot, at::Tensor grad) {
+  if (!slot.defined()) {
+    slot = std::move(grad);
+  } else if (slot.use_count() == 1 && slot.storage().use_count() == 1) {
+    slot.add_(grad);
+  } else {
+    slot = slot + grad;
+  }
+}
+
+std::vector<at::Tensor> Gather(const TensorTable& table,
+                               const std::vector<int>& indices,
+                               const BlockAnalysis& block) {
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(indices.size());
+  for (int t : indices) {
+    TORCH_CHECK(table[t].defined(), "sacplan executor: tensor '",
+                block.tensors[t].id, "' is not live where the schedule reads it");
+    tensors.push_back(table[t]);
+  }
+  return tensors;
+}
+
+// Everything the blocks hold between forward and backward.
+struct StackState {
+  const TorchModel* model = nullptr;
+  const AnalyzedModel* analyzed = nullptr;
+  const std::vector<BlockSchedule>* schedules = nullptr;
+  std::shared_ptr<RecomputeCounter> counter;
+  std::vector<at::Tensor> shared;     // BlockStackInputs::shared
+  std::vector<TensorTable> live;      // per block: kept tensors
+  // Per block input tensor index: the slot in `shared`, or -1.
+  std::vector<std::vector<int>> shared_slot;
+};
+
+void RunOpForward(const StackState& state, int b, int k, TensorTable& table) {
+  const BlockAnalysis& block = state.analyzed->blocks[b];
+  const OpNode& node = block.ops[k];
+  std::vector<at::Tensor> outputs =
+      state.model->op(b, k).Forward(Gather(table, node.inputs, block));
+  TORCH_CHECK(outputs.size() == node.outputs.size(), "sacplan executor: op '",
+              block.op_ids[k], "' returned ", outputs.size(), " outputs, graph has ",
+              node.outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    table[node.outputs[i]] = std::move(outputs[i]);
+  }
+}
+
+void FreeAll(TensorTable& table, const std::vector<int>& indices) {
+  for (int t : indices) table[t].reset();
+}
+
+// Forward of block b: the carried input and shared inputs in, the block
+// output out; the table keeps what the schedule keeps.
+at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
+  const BlockAnalysis& block = state.analyzed->blocks[b];
+  TensorTable& table = state.live[b];
+  table.assign(block.tensors.size(), at::Tensor());
+  table[block.carried_input] = std::move(carried);
+  for (size_t t = 0; t < state.shared_slot[b].size(); ++t) {
+    if (state.shared_slot[b][t] >= 0) table[t] = state.shared[state.shared_slot[b][t]];
+  }
+  for (const ScheduleStep& step : (*state.schedules)[b].forward) {
+    RunOpForward(state, b, step.op, table);
+    FreeAll(table, step.free_after);
+  }
+  // The output now belongs to the next block (or the head).
+  return std::exchange(table[block.output], at::Tensor());
+}
+
+void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
+                   TensorTable& grads, std::vector<at::Tensor>& shared_grads) {
+  const BlockAnalysis& block = state.analyzed->blocks[b];
+  const OpNode& node = block.ops[k];
+  const TorchOp& op = state.model->op(b, k);
+  std::vector<bool> needed(block.tensors.size(), false);
+  for (int t : node.backward_needs) needed[t] = true;
+  OpSaved saved;
+  for (int t : node.inputs) saved.inputs.push_back(needed[t] ? table[t] : at::Tensor());
+  for (int t : node.outputs) saved.outputs.push_back(needed[t] ? table[t] : at::Tensor());
+  for (int t : node.backward_needs) {
+    TORCH_CHECK(table[t].defined(), "sacplan executor: op '", block.op_ids[k],
+                "' needs '", block.tensors[t].id, "' in backward but it is not live");
+  }
+  std::vector<at::Tensor> grad_outputs;
+  for (int t : node.outputs) grad_outputs.push_back(grads[t]);
+
+  OpGrads result = op.Backward(saved, grad_outputs);
+  saved = OpSaved();
+  TORCH_CHECK(result.inputs.size() == node.inputs.size(), "sacplan executor: op '",
+              block.op_ids[k], "' backward returned ", result.inputs.size(),
+              " input gradients for ", node.inputs.size(), " inputs");
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (!result.inputs[i].defined()) continue;
+    const int t = node.inputs[i];
+    if (block.tensors[t].shared_input) {
+      // Block inputs come first among the tensors, so t indexes shared_slot.
+      const int slot = state.shared_slot[b][t];
+      if (shared_grads[slot].defined()) shared_grads[slot].add_(result.inputs[i]);
+    } else if (block.tensors[t].requires_grad) {
+      Accumulate(grads[t], std::move(result.inputs[i]));
+    }
+  }
+  std::vector<at::Tensor> params = op.Params();
+  TORCH_CHECK(result.params.size() == params.size(), "sacplan executor: op '",
+              block.op_ids[k], "' backward returned ", result.params.size(),
+              " parameter gradients for ", params.size(), " parameters");
+  for (size_t p = 0; p < params.size(); ++p) {
+    at::Tensor& grad = params[p].mutable_grad();
+    if (grad.defined()) {
+      grad.add_(result.params[p]);
+    } else {
+      grad = std::move(result.params[p]);
+    }
+  }
+  for (int t : node.outputs) grads[t].reset();
+}
+
+// Backward of block b: the output's gradient in, the carried input's out.
+at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
+                         std::vector<at::Tensor>& shared_grads) {
+  const BlockAnalysis& block = state.analyzed->blocks[b];
+  const BlockSchedule& schedule = (*state.schedules)[b];
+  TensorTable& table = state.live[b];
+  TensorTable grads(block.tensors.size());
+  grads[block.output] = std::move(grad_output);
+  FreeAll(table, schedule.free_at_backward_start);
+  for (const ScheduleStep& step : schedule.backward) {
+    if (step.kind == StepKind::kRecompute) {
+      RunOpForward(state, b, step.op, table);
+      state.counter->recomputed_ops += 1;
+    } else {
+      RunOpBackward(state, b, step.op, table, grads, shared_grads);
+    }
+    FreeAll(table, step.free_after);
+  }
+  table.clear();
+  return std::move(grads[block.carried_input]);
+}
+
+class BlockStackBackward : public torch::autograd::Node {
+ public:
+  explicit BlockStackBackward(std::shared_ptr<StackState> state)
+      : state_(std::move(state)) {}
+
+  std::string name() const override { return "sacplan::BlockStackBackward"; }
+
+  variable_list apply(variable_list&& grad_outputs) override {
+    TORCH_CHECK(state_ != nullptr,
+                "sacplan executor: the blocks' backward ran twice (retain_graph "
+                "is not supported: the plan frees what it used)");
+    std::shared_ptr<StackState> state = std::move(state_);
+    state->counter->recomputed_ops = 0;
+    // Gradients of the shared inputs, accumulated across blocks; allocated
+    // once, as the simulator counts them.
+    std::vector<at::Tensor> shared_grads(state->shared.size());
+    const BlockAnalysis& first = state->analyzed->blocks.front();
+    for (size_t t = 0; t < state->shared_slot[0].size(); ++t) {
+      const int slot = state->shared_slot[0][t];
+      if (slot >= 0 && first.tensors[t].requires_grad) {
+        shared_grads[slot] = at::zeros_like(state->shared[slot]);
+      }
+    }
+    at::Tensor grad = std::move(grad_outputs[0]);
+    for (int b = static_cast<int>(state->live.size()) - 1; b >= 0; --b) {
+      grad = BackwardBlock(*state, b, std::move(grad), shared_grads);
+    }
+    variable_list result;
+    result.push_back(std::move(grad));
+    for (at::Tensor& g : shared_grads) result.push_back(std::move(g));
+    return result;
+  }
+
+  void release_variables() override { state_.reset(); }
+
+ private:
+  std::shared_ptr<StackState> state_;
+};
+
+}  // namespace
+
+at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
+                         const std::vector<BlockSchedule>& schedules,
+                         BlockStackInputs& inputs,
+                         std::shared_ptr<RecomputeCounter> counter) {
+  auto state = std::make_shared<StackState>();
+  state->model = &model;
+  state->analyzed = &analyzed;
+  state->schedules = &schedules;
+  state->counter = std::move(counter);
+  state->shared = inputs.shared;
+  state->live.resize(analyzed.blocks.size());
+  state->shared_slot.resize(analyzed.blocks.size());
+  const Model& graph = *analyzed.model;
+  for (size_t b = 0; b < graph.blocks.size(); ++b) {
+    int next_slot = 0;
+    for (const BlockInput& input : graph.blocks[b].inputs) {
+      const bool shared = input.kind == InputKind::kShared;
+      state->shared_slot[b].push_back(shared ? next_slot++ : -1);
+    }
+    TORCH_CHECK(next_slot == static_cast<int>(inputs.shared.size()),
+                "sacplan executor: block ", b, " has ", next_slot,
+                " shared inputs, the embeddings gave ", inputs.shared.size());
+  }
+
+  bool needs_grad = at::GradMode::is_enabled() && inputs.carried.requires_grad();
+  for (const at::Tensor& t : inputs.shared) {
+    needs_grad |= at::GradMode::is_enabled() && t.defined() && t.requires_grad();
+  }
+  torch::autograd::edge_list next_edges;
+  if (needs_grad) {
+    next_edges.push_back(torch::autograd::impl::gradient_edge(inputs.carried));
+    for (const at::Tensor& t : inputs.shared) {
+      next_edges.push_back(t.defined() && t.requires_grad()
+                               ? torch::autograd::impl::gradient_edge(t)
+                               : torch::autograd::Edge());
+    }
+  }
+
+  at::Tensor output;
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor carried = std::move(inputs.carried);
+    for (size_t b = 0; b < analyzed.blocks.size(); ++b) {
+      carried = ForwardBlock(*state, static_cast<int>(b), std::move(carried));
+    }
+    output = std::move(carried);
+  }
+  if (!needs_grad) return output;
+  auto node = std::shared_ptr<BlockStackBackward>(new BlockStackBackward(state),
+                                                  torch::autograd::deleteNode);
+  node->set_next_edges(std::move(next_edges));
+  torch::autograd::set_history(output, node);
+  return output;
+}
+
+}  // namespace sacplan::executor_internal

@@ -1,0 +1,93 @@
+#include "sacplan/executor/executor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "block_stack.h"
+
+namespace sacplan {
+
+struct PlanExecutor::Counters : executor_internal::RecomputeCounter {};
+
+namespace {
+
+// A plan made for another shape of the same model would run, but its
+// prediction would be wrong: compare every config field the plan recorded.
+absl::Status CheckPlanModel(const TorchModel& model, const Plan& plan) {
+  const ModelConfig& config = model.config();
+  if (!plan.model_name.empty() && plan.model_name != config.name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan is for model '", plan.model_name,
+                     "' but the model is '", config.name, "'"));
+  }
+  const nlohmann::json actual = config.ToJson();
+  for (const auto& [key, value] : plan.model_config.items()) {
+    if (!actual.contains(key) || actual[key] == value) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan was made for ", config.name, " with ", key, "=", value.dump(),
+        " but the model has ", key, "=", actual[key].dump(),
+        " (profile and plan this shape, or pass the same model options)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
+                           Semantics semantics, AnalyzedModel analyzed)
+    : model_(model),
+      masks_(std::move(masks)),
+      semantics_(semantics),
+      analyzed_(std::move(analyzed)),
+      counters_(std::make_shared<Counters>()) {
+  for (size_t b = 0; b < analyzed_.blocks.size(); ++b) {
+    schedules_.push_back(LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
+    const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics) {
+  auto analyzed = AnalyzeModel(model.graph());
+  if (!analyzed.ok()) return analyzed.status();
+  if (masks.size() != analyzed->blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan has ", masks.size(), " blocks, the model has ", analyzed->blocks.size()));
+  }
+  for (size_t b = 0; b < masks.size(); ++b) {
+    if (masks[b].size() != analyzed->blocks[b].ops.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan block ", b, " decides ", masks[b].size(),
+                       " ops, the model's block has ", analyzed->blocks[b].ops.size()));
+    }
+  }
+  return std::unique_ptr<PlanExecutor>(
+      new PlanExecutor(model, std::move(masks), semantics, *std::move(analyzed)));
+}
+
+absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(
+    const TorchModel& model, const Plan& plan) {
+  if (auto status = CheckPlanModel(model, plan); !status.ok()) return status;
+  auto analyzed = AnalyzeModel(model.graph());
+  if (!analyzed.ok()) return analyzed.status();
+  auto masks = MasksFromPlan(*analyzed, plan);
+  if (!masks.ok()) return masks.status();
+  return Create(model, *std::move(masks), plan.semantics);
+}
+
+at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) {
+  BlockStackInputs inputs = model_.Embed(batch);
+  if (inputs_out != nullptr) *inputs_out = inputs;
+  at::Tensor last =
+      executor_internal::RunBlockStack(model_, analyzed_, schedules_, inputs, counters_);
+  return model_.Loss(last, inputs, batch);
+}
+
+int PlanExecutor::last_recomputed_ops() const { return counters_->recomputed_ops; }
+
+int PlanExecutor::planned_recomputed_ops() const {
+  int total = 0;
+  for (const BlockSchedule& schedule : schedules_) total += schedule.recomputed_ops;
+  return total;
+}
+
+}  // namespace sacplan

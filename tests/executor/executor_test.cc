@@ -1,0 +1,114 @@
+// The executor against plain autograd (gradients) and against the simulator
+// (peak bytes, recomputed ops), for presets and optimal plans under both
+// semantics.
+#include "sacplan/executor/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "executor_test_util.h"
+#include "sacplan/planner/presets.h"
+
+namespace sacplan {
+namespace {
+
+using testing::CaseName;
+using testing::ModelCase;
+using testing::NamedPlan;
+
+struct Gradients {
+  double loss = 0;
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> inputs;  // carried, then shared that take grads
+};
+
+void ClearGrads(const TorchModel& model) {
+  for (const at::Tensor& p : model.Parameters()) p.mutable_grad().reset();
+}
+
+// Retains the block-stack inputs' gradients, runs backward, collects.
+Gradients Collect(const TorchModel& model, at::Tensor loss, BlockStackInputs& in) {
+  std::vector<at::Tensor> inputs{in.carried};
+  for (const at::Tensor& t : in.shared) {
+    if (t.defined() && t.requires_grad()) inputs.push_back(t);
+  }
+  for (at::Tensor& t : inputs) t.retain_grad();
+  loss.backward();
+  Gradients g;
+  g.loss = loss.item<double>();
+  for (const at::Tensor& t : inputs) g.inputs.push_back(t.grad().clone());
+  for (const at::Tensor& p : model.Parameters()) {
+    g.params.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  return g;
+}
+
+Gradients Reference(const TorchModel& model, const Batch& batch) {
+  ClearGrads(model);
+  BlockStackInputs in;
+  at::Tensor loss = AutogradLoss(model, batch, &in);
+  return Collect(model, std::move(loss), in);
+}
+
+class GradientParityTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(GradientParityTest, EveryPlanMatchesAutograd) {
+  const ModelCase& c = GetParam();
+  for (uint64_t seed : {1, 2}) {
+    std::unique_ptr<TorchModel> model = testing::CpuModel(c.Config(), seed);
+    const Batch batch = model->MakeBatch(seed + 100);
+    const Gradients want = Reference(*model, batch);
+    for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+      for (const NamedPlan& plan : testing::PlansToCheck(*model, semantics)) {
+        SCOPED_TRACE(plan.name + " " + SemanticsName(semantics) + " seed " +
+                     std::to_string(seed));
+        auto executor = PlanExecutor::Create(*model, plan.masks, semantics);
+        ASSERT_TRUE(executor.ok()) << executor.status();
+        ClearGrads(*model);
+        BlockStackInputs in;
+        at::Tensor loss = (*executor)->Loss(batch, &in);
+        const Gradients got = Collect(*model, std::move(loss), in);
+        EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss));
+        ASSERT_EQ(got.inputs.size(), want.inputs.size());
+        for (size_t i = 0; i < want.inputs.size(); ++i) {
+          EXPECT_LE(testing::RelErr(got.inputs[i], want.inputs[i]), 1e-5)
+              << "input " << i;
+        }
+        ASSERT_EQ(got.params.size(), want.params.size());
+        for (size_t p = 0; p < want.params.size(); ++p) {
+          ASSERT_TRUE(got.params[p].defined()) << "parameter " << p << " got no grad";
+          EXPECT_LE(testing::RelErr(got.params[p], want.params[p]), 1e-5)
+              << "parameter " << p;
+        }
+        EXPECT_EQ((*executor)->last_recomputed_ops(),
+                  (*executor)->planned_recomputed_ops());
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyFp32, GradientParityTest,
+                         ::testing::ValuesIn(testing::ParityCases()), CaseName);
+
+TEST(GradientParityTest, PlansDifferInWhatTheyRecompute) {
+  // Guards the parity test against plans that all do the same thing.
+  std::unique_ptr<TorchModel> model = testing::CpuModel(testing::ParityCases()[0].Config());
+  std::vector<int> recomputed;
+  for (const NamedPlan& plan : testing::PlansToCheck(*model, Semantics::kSacplan)) {
+    recomputed.push_back(
+        (*PlanExecutor::Create(*model, plan.masks, Semantics::kSacplan))
+            ->planned_recomputed_ops());
+  }
+  std::sort(recomputed.begin(), recomputed.end());
+  EXPECT_EQ(recomputed.front(), 0);  // none
+  EXPECT_GT(recomputed.back(), 20);  // full re-runs most of every block
+  EXPECT_GT(std::unique(recomputed.begin(), recomputed.end()) - recomputed.begin(), 3);
+}
+
+}  // namespace
+}  // namespace sacplan

@@ -1,0 +1,72 @@
+// Models and plans the executor tests share.
+#ifndef SACPLAN_TESTS_EXECUTOR_EXECUTOR_TEST_UTIL_H_
+#define SACPLAN_TESTS_EXECUTOR_EXECUTOR_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models_torch/torch_test_util.h"
+#include "sacplan/planner/presets.h"
+#include "sacplan/planner/solver.h"
+#include "sacplan/profiler/device.h"
+#include "sacplan/profiler/roofline.h"
+
+namespace sacplan::testing {
+
+struct ModelCase {
+  std::string label;  // test name suffix
+  std::string name;   // built-in config
+  nlohmann::json overrides;
+  ModelConfig Config() const { return ConfigWith(name, overrides); }
+};
+
+inline std::string CaseName(const ::testing::TestParamInfo<ModelCase>& info) {
+  return info.param.label;
+}
+
+// The tiny configs in fp32, where autograd and the executor must agree to
+// 1e-5.
+inline std::vector<ModelCase> ParityCases() {
+  const nlohmann::json fp32 = {{"act_dtype", "float32"}};
+  return {{"WanTiny", "wan-tiny", fp32}, {"LlamaTiny", "llama-tiny", fp32}};
+}
+
+struct NamedPlan {
+  std::string name;
+  std::vector<SaveMask> masks;
+};
+
+// none, full, attn_only and torchtitan, and the optimal plans (roofline
+// times on an H100) at a third and two thirds of the way from the least
+// peak to the fastest plan's.
+inline std::vector<NamedPlan> PlansToCheck(const TorchModel& model,
+                                           Semantics semantics) {
+  Model timed = model.graph();
+  ApplyRoofline(*DeviceByName("h100"), timed);
+  const AnalyzedModel analyzed = *AnalyzeModel(timed);
+  std::vector<NamedPlan> plans;
+  for (const char* preset : {"none", "full", "attn_only", "torchtitan"}) {
+    auto masks = PresetMasks(analyzed, preset);
+    EXPECT_TRUE(masks.ok()) << masks.status();
+    plans.push_back({preset, *masks});
+  }
+  SolverOptions options;
+  options.semantics = semantics;
+  const Solver solver = *Solver::Create(analyzed, options);
+  const int64_t low = solver.MinPeakBytes(), high = solver.MaxUsefulPeakBytes();
+  for (int third : {1, 2}) {
+    const int64_t budget = low + (high - low) * third / 3;
+    auto solved = solver.Solve(budget);
+    EXPECT_TRUE(solved.ok()) << solved.status();
+    plans.push_back({"optimal@" + std::to_string(budget), solved->masks});
+  }
+  return plans;
+}
+
+}  // namespace sacplan::testing
+
+#endif  // SACPLAN_TESTS_EXECUTOR_EXECUTOR_TEST_UTIL_H_
