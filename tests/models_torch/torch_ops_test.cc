@@ -111,8 +111,12 @@ TEST_P(TorchOpsTest, BackwardFromNeedsOnlyMatchesAutogradAndOutputsMatchGraph) {
     }
 
     std::vector<at::Tensor> inputs = OpInputs(*model, op, infos, shared, gen);
+    std::vector<uint32_t> versions;
+    for (const at::Tensor& in : inputs) versions.push_back(in._version());
     std::vector<at::Tensor> outputs = torch_op.Forward(inputs);
     ASSERT_EQ(outputs.size(), op.outputs.size());
+    // No in-place writes to inputs (they may be saved for another backward).
+    for (size_t j = 0; j < inputs.size(); ++j) EXPECT_EQ(inputs[j]._version(), versions[j]);
     for (size_t k = 0; k < outputs.size(); ++k) {
       const TensorInfo& info = op.outputs[k];
       SCOPED_TRACE("output " + info.id);

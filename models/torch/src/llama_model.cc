@@ -45,7 +45,9 @@ class LlamaModel final : public TorchModel {
   BlockStackInputs Embed(const Batch& batch) const override {
     const at::Tensor ids = batch.tokens.narrow(1, 0, config_.tokens);
     BlockStackInputs in;
-    in.carried = at::embedding(embed_tokens_.to(ScalarOf(config_.act_dtype)), ids);
+    // Gather, then cast: the same values as casting the table first, without
+    // a vocab x dim copy of it per step.
+    in.carried = at::embedding(embed_tokens_, ids).to(ScalarOf(config_.act_dtype));
     in.shared = {rope_};
     return in;
   }
