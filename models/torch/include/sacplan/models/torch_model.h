@@ -98,9 +98,14 @@ class TorchModel {
   // Every parameter (blocks first, in block and op order, then the rest).
   virtual std::vector<at::Tensor> Parameters() const = 0;
   virtual Batch MakeBatch(uint64_t seed) const = 0;
-  // Embeddings (with autograd when grad mode is on).
+  // Embeddings (with autograd when grad mode is on). Wan's e and context
+  // carry gradients to the embedding parameters; the RoPE tables (Wan
+  // "freqs", LLaMA "rope") are constants without grad.
   virtual BlockStackInputs Embed(const Batch& batch) const = 0;
   // Head and loss on the last block's output: a scalar float32 loss.
+  // Wan's head recomputes the time embedding e0 [b, d] from batch.timestep,
+  // so Loss's autograd graph shares no node with Embed's (the two backwards
+  // can run separately); neither family reads `inputs` today.
   // `inputs` is what Embed returned, except that the executor has moved
   // `inputs.carried` out (it must not stay alive): read only `shared` here.
   virtual at::Tensor Loss(const at::Tensor& last_block_output,
