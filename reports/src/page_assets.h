@@ -50,7 +50,8 @@ table.sortable th[aria-sort="descending"]::after { content: " \25BC"; }
 
 // Toggles between timelines, hover read-outs on the timelines, sortable
 // tables, and a self-check the browser test reads from #selfcheck: chart
-// marks, legends and axis titles counted, a sort tried, errors caught.
+// marks, legends and axis titles counted, a sort, the toggles and a hover
+// tried, errors caught.
 inline constexpr const char* kReportJs = R"js(
 (function () {
   'use strict';
@@ -177,17 +178,31 @@ inline constexpr const char* kReportJs = R"js(
     return ok ? 'ok' : 'wrong timeline shown';
   }
 
-  var sort = 'not run', toggles = 'not run';
+  // Moves the pointer over the middle of the shown timeline: its read-out
+  // must name a time, the live GB and a place in the step.
+  function checkHover() {
+    var wrap = document.querySelector('.timeline-wrap:not([hidden]) svg.chart');
+    if (!wrap) return 'no timeline';
+    var box = wrap.getBoundingClientRect();
+    wrap.dispatchEvent(new MouseEvent('mousemove', {
+      clientX: box.left + box.width / 2, clientY: box.top + box.height / 2, bubbles: true}));
+    var text = wrap.querySelector('.hover-text').textContent;
+    wrap.dispatchEvent(new MouseEvent('mouseleave'));
+    return /^[0-9.]+ ms: [0-9.]+ GB live, [a-z]+/.test(text) ? 'ok' : 'read-out: ' + text;
+  }
+
+  var sort = 'not run', toggles = 'not run', hover = 'not run';
   try {
     setupToggles();
     setupHover();
     setupSort();
     sort = checkSort();
     toggles = checkToggles();
+    hover = checkHover();
   } catch (e) {
     errors.push('setup: ' + e.message);
   }
-  report({sort: sort, toggles: toggles, timelines: document.querySelectorAll('.timeline-wrap').length});
+  report({sort: sort, toggles: toggles, hover: hover, timelines: document.querySelectorAll('.timeline-wrap').length});
 })();
 )js";
 

@@ -150,6 +150,7 @@ TEST_F(BrowserTest, EveryChartRendersWithMarksLegendAndAxes) {
   EXPECT_EQ(visible_timelines, 1);
   EXPECT_EQ(check.value("sort", ""), "ok");
   EXPECT_EQ(check.value("toggles", ""), "ok");
+  EXPECT_EQ(check.value("hover", ""), "ok");
   EXPECT_EQ(check.value("timelines", 0), static_cast<int>(plans));
 }
 
