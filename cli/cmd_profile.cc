@@ -1,4 +1,8 @@
-// sacplan profile: a model on a device -> profile.json (roofline for now).
+// sacplan profile: a model on a device -> profile.json, modelled (roofline
+// presets) or measured (--device cpu, when built with LibTorch).
+#include <unistd.h>
+
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,6 +16,9 @@
 #include "sacplan/planner/profile.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
+#ifdef SACPLAN_HAVE_CPU_PROFILER
+#include "sacplan/profiler/cpu_profiler.h"
+#endif
 
 namespace sacplan::cli {
 namespace {
@@ -20,19 +27,86 @@ struct ProfileFlags {
   ModelOptions model;
   std::string device = "h100";
   std::string output;
+  int repeats = 5;  // measured profiles: timed runs per op (median)
+  int warmup = 2;   // measured profiles: untimed runs before them
+  int threads = 0;  // measured profiles: ATen threads, 0 = LibTorch default
 };
 
-// Devices that would be measured rather than modelled: later issues.
-bool IsMeasuredDevice(const std::string& device) {
-  return device == "cpu" || device == "cuda" || device == "cupti";
+// Devices that would be measured on a GPU rather than modelled: later issues.
+bool IsGpuMeasuredDevice(const std::string& device) {
+  return device == "cuda" || device == "cupti";
 }
 
+#ifdef SACPLAN_HAVE_CPU_PROFILER
+// "\rmeasuring on cpu [#####-----] 12/30" on stderr, redrawn in place; only on a
+// terminal, so that logs and pipes stay clean.
+void DrawProgress(int done, int total) {
+  constexpr int kWidth = 30;
+  const int filled = total > 0 ? done * kWidth / total : kWidth;
+  std::string bar(filled, '#');
+  bar.append(kWidth - filled, '-');
+  std::fprintf(stderr, "\rmeasuring on cpu [%s] %d/%d", bar.c_str(), done, total);
+  if (done == total) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+absl::Status RunCpuProfile(const ProfileFlags& flags) {
+  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
+  if (!config.ok()) return config.status();
+  CpuProfileOptions options;
+  options.repeats = flags.repeats;
+  options.warmup = flags.warmup;
+  options.threads = flags.threads;
+  if (isatty(STDERR_FILENO)) options.progress = DrawProgress;
+  absl::StatusOr<CpuProfileResult> result = MeasureCpuProfile(*config, options);
+  if (!result.ok()) return result.status();
+  const Profile& profile = result->profile;
+  absl::Status written = WriteFileAtomically(
+      flags.output, ProfileToJson(profile).dump(1) + "\n");
+  if (!written.ok()) return written;
+
+  const Model& model = profile.model;
+  const size_t ops = model.blocks.empty() ? 0 : model.blocks[0].ops.size();
+  double fwd_ms = 0, bwd_ms = 0;
+  if (!model.blocks.empty()) {
+    for (const Op& op : model.blocks[0].ops) {
+      fwd_ms += op.fwd_ms;
+      bwd_ms += op.bwd_ms;
+    }
+  }
+  std::cout << "profile: " << profile.model_name << ", " << model.blocks.size()
+            << " blocks x " << ops << " ops, " << config->tokens
+            << " tokens x batch " << config->batch << ", measured on cpu ("
+            << result->threads << " threads; median of " << flags.repeats
+            << " after " << flags.warmup << " warmup)\n"
+            << "  one block: forward " << fwd_ms << " ms, backward " << bwd_ms
+            << " ms; head " << model.fixed.head_fwd_ms << " + "
+            << model.fixed.head_bwd_ms << " ms; optimizer "
+            << model.fixed.optimizer_ms << " ms\n";
+  for (const std::string& note : result->notes) {
+    std::cout << "  note: " << note << "\n";
+  }
+  std::cout << "wrote " << flags.output << "\n";
+  return absl::OkStatus();
+}
+#endif  // SACPLAN_HAVE_CPU_PROFILER
+
 absl::Status RunProfile(const ProfileFlags& flags) {
-  if (IsMeasuredDevice(flags.device)) {
+  if (flags.device == "cpu") {
+#ifdef SACPLAN_HAVE_CPU_PROFILER
+    return RunCpuProfile(flags);
+#else
+    return absl::FailedPreconditionError(
+        "--device cpu: this sacplan was built without LibTorch "
+        "(SACPLAN_WITH_TORCH=OFF), so it cannot measure; use a roofline "
+        "preset: " + absl::StrJoin(DeviceNames(), ", "));
+#endif
+  }
+  if (IsGpuMeasuredDevice(flags.device)) {
     return absl::UnimplementedError(absl::StrCat(
         "--device ", flags.device,
-        ": measured profiles need the executor (not built yet); use a "
-        "roofline preset: ", absl::StrJoin(DeviceNames(), ", ")));
+        ": measured GPU profiles need the CUDA executor (not built yet); use "
+        "--device cpu (measured) or a roofline preset: ", absl::StrJoin(DeviceNames(), ", ")));
   }
   absl::StatusOr<DevicePreset> device = DeviceByName(flags.device);
   if (!device.ok()) {
@@ -69,15 +143,36 @@ Command AddProfileCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "profile",
       "Describe one training step of a model on a device: every op of every "
-      "block with its activation sizes and forward/backward times. The "
-      "roofline profile needs no GPU: times come from FLOPs and bytes on a "
-      "device preset. Example: sacplan profile --model wan2.1-1.3b --frames "
-      "77 --height 720 --width 1280 --device h100 -o profile.json");
+      "block with its activation sizes and forward/backward times.\n"
+      "Two sources. Roofline (--device h100, h200, a100, l40s): times "
+      "modelled from each op's FLOPs and bytes on a device preset; needs no "
+      "GPU, takes milliseconds, and fits any model size. Measured (--device "
+      "cpu): builds the model in LibTorch and runs every op of one block on "
+      "this machine's CPU, reporting the median of --repeats runs after "
+      "--warmup runs for each op's forward and backward, the scratch memory "
+      "each op allocates (workspace), the head and loss, and the optimizer "
+      "step; slow for large models, so use a small --tokens.\n"
+      "Example: sacplan profile --model wan2.1-1.3b --frames 77 --height 720 "
+      "--width 1280 --device h100 -o profile.json\n"
+      "Example: sacplan profile --model wan-tiny --device cpu -o profile.json");
   AddModelOptions(*command, flags->model);
   command->add_option(
       "--device", flags->device,
-      "Device preset for the roofline: " + absl::StrJoin(DeviceNames(), ", ") +
-          " (default h100). cpu/cuda (measured) come with the executor.");
+      "Roofline preset (" + absl::StrJoin(DeviceNames(), ", ") +
+          "; default h100) or cpu to measure on this machine");
+  command->add_option("--repeats", flags->repeats,
+                      "--device cpu: timed runs per measurement; the median "
+                      "is reported (default 5)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--warmup", flags->warmup,
+                      "--device cpu: untimed runs before the timed ones "
+                      "(default 2)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--threads", flags->threads,
+                      "--device cpu: ATen intra-op threads (default 0: "
+                      "LibTorch's default, one per core); 1 gives steadier "
+                      "times on a busy machine")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("-o,--output", flags->output, "profile.json to write")
       ->required();
   return {command, [flags] { return RunProfile(*flags); }};

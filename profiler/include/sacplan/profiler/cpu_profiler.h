@@ -1,0 +1,73 @@
+// The measured CPU profiler: runs a model's LibTorch ops on this machine's
+// CPU and writes what it measured into the same profile.json the roofline
+// writes (source "cpu", device "cpu").
+//
+// What is measured (docs/profile_format.md, "Measured profiles"):
+// - every op of block 0 (all blocks share one structure; the others get
+//   copies): forward time (TorchOp::Forward, grad mode off, as the executor
+//   runs it and recomputes it) and backward time (TorchOp::Backward given
+//   only the tensors the graph's backward_needs names, and random output
+//   gradients), each the median of `repeats` runs after `warmup` runs;
+// - workspace_bytes: the most bytes allocated during Forward beyond what was
+//   held before it and its outputs; bwd_workspace_bytes: the same during
+//   Backward beyond the gradients it returns (both clamped at 0), from the
+//   counting CPU allocator (so scratch that MKL or oneDNN take from malloc
+//   themselves is not seen);
+// - the head: Embed + Loss forward and their backward (head_fwd_ms,
+//   head_bwd_ms) and head_bytes, the most bytes the head holds beyond what
+//   the simulator already counts in that phase (the last block output, its
+//   gradient, the shared inputs' gradients and the head's parameter
+//   gradients);
+// - the optimizer step (AdamW or SGD with momentum, per config.optimizer)
+//   over the real parameters with gradients present, after a first step has
+//   created its state: optimizer_ms and optimizer_step_bytes.
+// Sizes (output bytes, parameter gradient bytes) must equal the graph's: the
+// graph is the contract, and a mismatch is an error naming the op.
+#ifndef SACPLAN_PROFILER_CPU_PROFILER_H_
+#define SACPLAN_PROFILER_CPU_PROFILER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sacplan/models/model_config.h"
+#include "sacplan/planner/profile.h"
+
+namespace sacplan {
+
+struct CpuProfileOptions {
+  int warmup = 2;    // runs per measurement before timing starts (>= 0)
+  int repeats = 5;   // timed runs; the median is reported (>= 1)
+  uint64_t seed = 0; // parameters, batch and random gradients
+  // ATen intra-op threads while measuring; 0 keeps LibTorch's default (one
+  // per physical core). at::set_num_threads is process-wide: the previous
+  // count is restored when MeasureCpuProfile returns. On a machine shared
+  // with other work, 1 gives steadier times: a parallel region waits for its
+  // slowest thread, and a descheduled one costs a whole time slice.
+  int threads = 0;
+  // Called after each measured unit (an op's forward or backward, the head,
+  // the optimizer) with units done and the total; may be empty.
+  std::function<void(int done, int total)> progress;
+};
+
+struct CpuProfileResult {
+  Profile profile;
+  // Facts worth telling the user that are not errors, one line each: e.g. a
+  // measured fixed size that differs from the graph builder's (the graph's
+  // value is kept), memory the simulator has no field for.
+  std::vector<std::string> notes;
+  int threads = 0;  // ATen intra-op threads used (LibTorch's default)
+};
+
+// Builds the TorchModel for `config` on the CPU and measures it as above.
+// InvalidArgument for a bad config or options; FailedPrecondition when the
+// counting allocator cannot be installed; Internal when the model's ops do
+// not match its graph (sizes) or LibTorch throws (message names the op).
+absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
+    const ModelConfig& config, const CpuProfileOptions& options = {});
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PROFILER_CPU_PROFILER_H_
