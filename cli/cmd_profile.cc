@@ -76,8 +76,8 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
   }
   std::cout << "profile: " << profile.model_name << ", " << model.blocks.size()
             << " blocks x " << ops << " ops, " << config->tokens
-            << " tokens x batch " << config->batch << ", measured on cpu ("
-            << result->threads << " threads; median of " << flags.repeats
+            << " tokens x batch " << config->batch << ", measured on cpu (threads: "
+            << result->threads << "; median of " << flags.repeats
             << " after " << flags.warmup << " warmup)\n"
             << "  one block: forward " << fwd_ms << " ms, backward " << bwd_ms
             << " ms; head " << model.fixed.head_fwd_ms << " + "

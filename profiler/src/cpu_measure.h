@@ -34,8 +34,11 @@ RunStats MeasureRuns(MemoryMeter& meter, const CpuProfileOptions& options,
 // Counts measured units for CpuProfileOptions::progress.
 class Progress {
  public:
+  // Reports 0 of `total` at once, so that a bar shows before the first unit.
   Progress(const CpuProfileOptions& options, int total)
-      : callback_(options.progress), total_(total) {}
+      : callback_(options.progress), total_(total) {
+    if (callback_) callback_(0, total_);
+  }
   void Step() {
     ++done_;
     if (callback_) callback_(done_, total_);

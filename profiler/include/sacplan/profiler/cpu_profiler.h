@@ -47,8 +47,9 @@ struct CpuProfileOptions {
   // with other work, 1 gives steadier times: a parallel region waits for its
   // slowest thread, and a descheduled one costs a whole time slice.
   int threads = 0;
-  // Called after each measured unit (an op's forward or backward, the head,
-  // the optimizer) with units done and the total; may be empty.
+  // Called with (0, total) once the model is built, then after each measured
+  // unit (an op's forward or backward, the head, the optimizer) with the
+  // units done; may be empty.
   std::function<void(int done, int total)> progress;
 };
 
