@@ -1,8 +1,5 @@
 // sacplan profile: a model on a device -> profile.json, modelled (roofline
 // presets) or measured (--device cpu, when built with LibTorch).
-#include <unistd.h>
-
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -11,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "model_options.h"
+#include "progress.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/profile.h"
@@ -38,18 +36,6 @@ bool IsGpuMeasuredDevice(const std::string& device) {
 }
 
 #ifdef SACPLAN_HAVE_CPU_PROFILER
-// "\rmeasuring on cpu [#####-----] 12/30" on stderr, redrawn in place; only on a
-// terminal, so that logs and pipes stay clean.
-void DrawProgress(int done, int total) {
-  constexpr int kWidth = 30;
-  const int filled = total > 0 ? done * kWidth / total : kWidth;
-  std::string bar(filled, '#');
-  bar.append(kWidth - filled, '-');
-  std::fprintf(stderr, "\rmeasuring on cpu [%s] %d/%d", bar.c_str(), done, total);
-  if (done == total) std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
-
 absl::Status RunCpuProfile(const ProfileFlags& flags) {
   absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
   if (!config.ok()) return config.status();
@@ -57,7 +43,11 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
   options.repeats = flags.repeats;
   options.warmup = flags.warmup;
   options.threads = flags.threads;
-  if (isatty(STDERR_FILENO)) options.progress = DrawProgress;
+  if (ProgressVisible()) {
+    options.progress = [](int done, int total) {
+      DrawProgress("measuring on cpu", done, total);
+    };
+  }
   absl::StatusOr<CpuProfileResult> result = MeasureCpuProfile(*config, options);
   if (!result.ok()) return result.status();
   const Profile& profile = result->profile;

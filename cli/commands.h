@@ -23,6 +23,8 @@ Command AddSimulateCommand(CLI::App& app);
 Command AddCompareCommand(CLI::App& app);
 Command AddFrontierCommand(CLI::App& app);
 Command AddReportCommand(CLI::App& app);
+Command AddTrainCommand(CLI::App& app);
+Command AddAutotuneCommand(CLI::App& app);
 
 }  // namespace sacplan::cli
 

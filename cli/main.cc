@@ -50,6 +50,8 @@ int Run(int argc, char** argv) {
       sacplan::cli::AddCompareCommand(app),
       sacplan::cli::AddFrontierCommand(app),
       sacplan::cli::AddReportCommand(app),
+      sacplan::cli::AddTrainCommand(app),
+      sacplan::cli::AddAutotuneCommand(app),
   };
 
   try {
