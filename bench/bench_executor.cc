@@ -25,6 +25,8 @@
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include "sacplan/executor/executor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
@@ -34,15 +36,7 @@
 namespace sacplan {
 namespace {
 
-template <typename T>
-T OrDie(absl::StatusOr<T> value, const std::string& what) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "bench_executor: %s: %s\n", what.c_str(),
-                 std::string(value.status().message()).c_str());
-    std::exit(1);
-  }
-  return *std::move(value);
-}
+using bench::OrDie;
 
 // One model, its batch and its executor under plan none. Built once per
 // config and never moved (the executor and the analysis point into it).

@@ -17,6 +17,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/profile.h"
@@ -29,15 +31,7 @@
 namespace sacplan {
 namespace {
 
-template <typename T>
-T OrDie(absl::StatusOr<T> value, const char* what) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "bench_report: %s: %s\n", what,
-                 std::string(value.status().message()).c_str());
-    std::exit(1);
-  }
-  return *std::move(value);
-}
+using bench::OrDie;
 
 struct Fixture {
   Profile profile;
