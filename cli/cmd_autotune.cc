@@ -34,14 +34,6 @@ struct AutotuneFlags {
   int threads = 0;
 };
 
-// What one round learned about the profile: bytes the step held beyond the
-// prediction (allocator overhead, scratch the profile missed), and how much
-// slower or faster the step ran than the profile's times say.
-struct Correction {
-  int64_t extra_bytes = 0;
-  double time_scale = 1.0;
-};
-
 void ScaleTimes(double scale, Model& model) {
   for (Block& block : model.blocks) {
     for (Op& op : block.ops) {
@@ -82,20 +74,20 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
   if (!measured.ok()) return measured.status();
   Model model = measured->profile.model;
 
-  Correction correction;
+  // Bytes the measured steps held beyond the predictions (allocator
+  // overhead, scratch the profile missed), summed over the rounds so far.
+  int64_t extra_bytes = 0;
   for (int round = 1; round <= flags.rounds; ++round) {
-    ScaleTimes(correction.time_scale, model);
-    correction.time_scale = 1.0;
     auto analyzed = AnalyzeModel(model);
     if (!analyzed.ok()) return analyzed.status();
     SolverOptions solver_options;
     solver_options.semantics = *semantics;
     auto solver = Solver::Create(*analyzed, solver_options);
     if (!solver.ok()) return solver.status();
-    const int64_t planning_budget = *budget - correction.extra_bytes;
+    const int64_t planning_budget = *budget - extra_bytes;
     auto solved = solver->Solve(planning_budget);
     if (!solved.ok()) {
-      const int64_t least = solver->MinPeakBytes() + correction.extra_bytes;
+      const int64_t least = solver->MinPeakBytes() + extra_bytes;
       return absl::FailedPreconditionError(absl::StrCat(
           "--budget ", FormatBytes(*budget), " cannot be met by ", config->name,
           round == 1 ? "" : " after correcting the profile with measurements",
@@ -141,10 +133,9 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
     }
     // Plan the next round for a budget smaller by what the measurement
     // exceeded the prediction, and time it at the measured speed.
-    correction.extra_bytes +=
-        std::max<int64_t>(run->peak_bytes - plan.predicted.peak_bytes, 1);
+    extra_bytes += std::max<int64_t>(run->peak_bytes - plan.predicted.peak_bytes, 1);
     if (plan.predicted.step_ms > 0 && run->median_step_ms > 0) {
-      correction.time_scale = run->median_step_ms / plan.predicted.step_ms;
+      ScaleTimes(run->median_step_ms / plan.predicted.step_ms, model);
     }
   }
   return absl::FailedPreconditionError(absl::StrCat(

@@ -70,7 +70,6 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     meter.ResetPeak();
     StepRecord record;
     record.step = step;
-    record.start_bytes = meter.Read().allocated_bytes - batch_bytes;
     const auto start = std::chrono::steady_clock::now();
     {
       at::Tensor loss = executor.Loss(batch);

@@ -53,10 +53,6 @@ class PlanExecutor {
   // The schedules' count, for comparison.
   int planned_recomputed_ops() const;
 
-  const std::vector<SaveMask>& masks() const { return masks_; }
-  Semantics semantics() const { return semantics_; }
-  const AnalyzedModel& analyzed() const { return analyzed_; }
-
  private:
   struct Counters;
   PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,

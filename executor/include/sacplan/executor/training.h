@@ -22,7 +22,6 @@ struct StepRecord {
   // Peak bytes allocated during the step, less the batch's own tensors (the
   // data loader's, which the simulator does not count).
   int64_t peak_bytes = 0;
-  int64_t start_bytes = 0;    // allocated when the step began, batch excluded
   int recomputed_ops = 0;     // ops the executor re-ran in backward
 };
 
