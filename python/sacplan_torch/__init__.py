@@ -1,0 +1,17 @@
+"""sacplan_torch: the bridge between PyTorch trainers and the sacplan planner.
+
+- capture(): one real training step of your nn.Module -> profile.json
+- apply_plan(): plan.json -> selective activation checkpointing of your blocks
+- measure_peak(): the exact peak memory of a training step
+- `python -m sacplan_torch capture|check`: the same from the command line
+"""
+
+from .apply import AppliedPlan, apply_plan
+from .blocks import find_blocks
+from .capture import capture
+from .errors import SacplanError
+from .memory import Measurement, measure_peak
+from .setup_spec import Setup, load_setup
+
+__all__ = ["AppliedPlan", "apply_plan", "capture", "find_blocks", "Measurement", "measure_peak",
+           "SacplanError", "Setup", "load_setup"]

@@ -1,0 +1,142 @@
+"""Applying a plan.json to a PyTorch model through selective checkpointing."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Dict, List, Set, Tuple
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
+                                    create_selective_checkpoint_contexts)
+
+from .blocks import BlockSpec, find_blocks
+from .errors import SacplanError
+from .naming import OpNamer, is_collective, is_named, split_op_id
+from .plan import PlanLike, check_input_matches, check_plan_matches, load_plan
+
+_APPLIED = "_sacplan_applied_forward"
+
+
+class AppliedPlan:
+    """Handle returned by apply_plan. `remove()` restores the blocks."""
+
+    def __init__(self, plan: Dict[str, Any], blocks: List[Tuple[str, nn.Module]]):
+        self.plan = plan
+        self.blocks = blocks
+        self._undo = []
+
+    def remove(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo = []
+
+
+def _check_modules_exist(index: int, block: nn.Module, save: List[str]) -> None:
+    for op_id in save:
+        path, _, _ = split_op_id(op_id)
+        if not path:
+            continue
+        try:
+            block.get_submodule(path)
+        except AttributeError:
+            raise SacplanError(
+                f"plan: blocks[{index}].save names op '{op_id}', but the block has "
+                f"no submodule '{path}'") from None
+
+
+def _first_tensor(args, kwargs):
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value
+    return None
+
+
+def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str]) -> None:
+    namer = OpNamer(block)
+    original = block.forward
+    seen: Set[str] = set()
+    state = {"checked": False}
+
+    def policy(ctx, func, *args, **kwargs):
+        if not is_named(func):
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        op_id = namer.name(func)
+        if not ctx.is_recompute:
+            seen.add(op_id)
+        if op_id in save or is_collective(func):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    def run(*args, **kwargs):
+        namer.reset()
+        return original(*args, **kwargs)
+
+    def forward(*args, **kwargs):
+        if not state["checked"]:
+            carried = _first_tensor(args, kwargs)
+            if carried is not None:
+                check_input_matches(applied.plan, list(carried.shape),
+                                    str(carried.dtype).replace("torch.", ""))
+        if not torch.is_grad_enabled():
+            return original(*args, **kwargs)
+        out = checkpoint(run, *args, use_reentrant=False,
+                         context_fn=functools.partial(create_selective_checkpoint_contexts, policy),
+                         **kwargs)
+        if not state["checked"]:
+            state["checked"] = True
+            missing = sorted(save - seen)
+            if missing:
+                raise SacplanError(
+                    f"plan: blocks[{index}].save names op ids the block does not run: "
+                    f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        return out
+
+    setattr(block, _APPLIED, True)
+    block.forward = forward
+
+    def undo():
+        namer.remove()
+        del block.forward
+        delattr(block, _APPLIED)
+
+    applied._undo.append(undo)
+
+
+def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
+               model_name: str | None = None) -> AppliedPlan:
+    """Checkpoints the model's blocks as `plan` says.
+
+    Each block whose plan entry has `checkpoint: true` runs under
+    `torch.utils.checkpoint.checkpoint(use_reentrant=False)` with a selective
+    checkpoint policy: `MUST_SAVE` for the aten calls whose op id (see
+    sacplan_torch.naming) is in the block's `save` list and for collectives
+    (`_c10d_functional`), `PREFER_RECOMPUTE` for every other call. Blocks
+    with `checkpoint: false` are left as they are. The blocks are changed in
+    place (their `forward`), so apply before or after FSDP2's `fully_shard`.
+
+    Raises SacplanError for a plan made for another model (block count,
+    block type, parameter counts, `model_name`), an op id naming a submodule
+    the block lacks, or a block spec that matches nothing; at the first
+    forward, for another input shape or dtype and for op ids the block never
+    runs. Returns a handle whose `remove()` undoes the change.
+    """
+    plan = load_plan(plan)
+    found = find_blocks(model, blocks)
+    check_plan_matches(plan, model, found, model_name)
+    if plan.get("semantics", "torch-sac") != "torch-sac":
+        warnings.warn(
+            f"plan was made for '{plan.get('semantics')}' semantics; PyTorch's selective "
+            "checkpointing is 'torch-sac' (sacplan plan --semantics torch-sac), so its "
+            "predicted peak and step time will not hold", stacklevel=2)
+    for index, (name, block) in enumerate(found):
+        if getattr(block, _APPLIED, False):
+            raise SacplanError(f"blocks[{index}] ({name}): a plan is already applied")
+        _check_modules_exist(index, block, plan["blocks"][index]["save"])
+    applied = AppliedPlan(plan, found)
+    for index, (name, block) in enumerate(found):
+        entry = plan["blocks"][index]
+        if entry.get("checkpoint", True):
+            _wrap_block(applied, index, block, set(entry["save"]))
+    return applied

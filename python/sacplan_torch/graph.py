@@ -1,0 +1,102 @@
+"""The op graph of one block as capture records it: aten calls that make new
+tensors, which tensors they read, and which autograd keeps for backward."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional
+
+import torch
+
+
+@dataclasses.dataclass
+class TensorRecord:
+    id: str
+    bytes: int
+    shape: List[int]
+    dtype: str
+    requires_grad: bool
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "bytes": self.bytes, "shape": self.shape,
+                "dtype": self.dtype, "requires_grad": self.requires_grad}
+
+
+@dataclasses.dataclass
+class OpRecord:
+    id: str
+    aten: str
+    kind: str
+    inputs: List[str]
+    outputs: List[TensorRecord]
+    fwd_ms: float = 0.0
+    bwd_ms: float = 0.0
+    backward_needs: List[str] = dataclasses.field(default_factory=list)
+    param_bytes: int = 0
+    workspace_bytes: int = 0
+    bwd_workspace_bytes: int = 0
+    collective: bool = False
+
+    def read(self, tensor_id: str) -> None:
+        if tensor_id not in self.inputs:
+            self.inputs.append(tensor_id)
+
+    def need(self, tensor_id: str) -> None:
+        if tensor_id not in self.backward_needs:
+            self.backward_needs.append(tensor_id)
+
+    def to_json(self) -> dict:
+        doc = {"id": self.id, "kind": self.kind, "aten": self.aten,
+               "inputs": self.inputs,
+               "outputs": [o.to_json() for o in self.outputs],
+               "backward_needs": self.backward_needs,
+               "fwd_ms": round(self.fwd_ms, 6), "bwd_ms": round(self.bwd_ms, 6),
+               "workspace_bytes": self.workspace_bytes,
+               "bwd_workspace_bytes": self.bwd_workspace_bytes,
+               "param_bytes": self.param_bytes}
+        if self.collective:
+            doc["collective"] = True
+        return doc
+
+
+_ATTENTION = {
+    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
+    "_efficient_attention_forward", "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_fused_attention_overrideable",
+}
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation"}
+_ADD = {"add", "add_"}
+
+
+def op_kind(aten: str) -> str:
+    """The planner's kind: presets key on `attention` and on matmuls
+    (attn_only, torchtitan), the simulator on `add` (its backward hands the
+    gradient through)."""
+    if aten in _ATTENTION:
+        return "attention"
+    if aten in _MATMUL:
+        return "mm" if aten != "addmm" else "addmm"
+    if aten in _ADD:
+        return "add"
+    return aten
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+@dataclasses.dataclass
+class BlockRecord:
+    index: int
+    name: str
+    inputs: List[dict]
+    ops: List[OpRecord]
+    output: Optional[str] = None
+    # op index -> per-repeat times, filled by timing passes
+    producer: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "name": self.name, "inputs": self.inputs,
+                "output": self.output, "ops": [op.to_json() for op in self.ops]}

@@ -1,0 +1,222 @@
+"""Exact allocation accounting for one training step, on CPU and CUDA.
+
+On CPU the only complete record of allocations is PyTorch's profiler with
+`profile_memory=True`: it reports every allocation and free of the CPU
+allocator (and of the CUDA caching allocator) with its size, in order.
+AllocationLog turns that record into live bytes over time, and lets code
+mark moments in it with sentinel allocations of odd sizes that no tensor of
+a model would have, so the marks land exactly between two real events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable, Dict, Iterable, List, Optional
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from .errors import SacplanError
+
+# Sentinel sizes: large primes plus a mark index, far from any tensor size a
+# model allocates (those are multiples of an element size times a shape).
+_SENTINEL_BASE = 999_983
+
+
+def _unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    seen = set()
+    total = 0
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            continue
+        storage = t.untyped_storage()
+        key = (t.device, storage.data_ptr())
+        if key in seen or storage.data_ptr() == 0:
+            continue
+        seen.add(key)
+        total += storage.nbytes()
+    return total
+
+
+def optimizer_state_tensors(optimizer: Optional[torch.optim.Optimizer]) -> List[torch.Tensor]:
+    if optimizer is None:
+        return []
+    found = []
+    for state in optimizer.state.values():
+        for value in state.values():
+            if isinstance(value, torch.Tensor):
+                found.append(value)
+    return found
+
+
+def resident_bytes(model: nn.Module, optimizer: Optional[torch.optim.Optimizer]) -> int:
+    """Bytes a model holds between steps: parameters, buffers, gradients that
+    are set, and the optimizer's state."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    tensors += [p.grad for p in model.parameters() if p.grad is not None]
+    tensors += optimizer_state_tensors(optimizer)
+    return _unique_storage_bytes(tensors)
+
+
+class AllocationLog:
+    """Records every allocation on `device` while active; `mark(label)`
+    notes a moment. After exit: live(label) is the bytes allocated since the
+    log started and still live at that mark; peak(a, b) the most live between
+    two marks (None: the start or the end)."""
+
+    def __init__(self, device: torch.device):
+        self.device = torch.device(device)
+        self._labels: List[str] = []
+        self._deltas: List[int] = []
+        self._mark_pos: Dict[str, int] = {}
+        self._prefix: List[int] = []
+
+    def __enter__(self) -> "AllocationLog":
+        activities = [ProfilerActivity.CPU]
+        if self.device.type == "cuda":
+            activities.append(ProfilerActivity.CUDA)
+        self._profiler = profile(activities=activities, profile_memory=True)
+        self._profiler.__enter__()
+        return self
+
+    def mark(self, label: str) -> None:
+        if label in self._labels:
+            raise SacplanError(f"internal: mark '{label}' set twice")
+        size = _SENTINEL_BASE + 16 * len(self._labels)
+        self._labels.append(label)
+        sentinel = torch.empty(size, dtype=torch.uint8, device=self.device)
+        del sentinel
+
+    def __exit__(self, *exc) -> None:
+        self._profiler.__exit__(*exc)
+        if exc[0] is not None:
+            return
+        wanted = "CPU" if self.device.type == "cpu" else "CUDA"
+        events = [e for e in self._profiler.profiler.kineto_results.events()
+                  if e.name() == "[memory]" and str(e.device_type()).endswith(wanted)]
+        events.sort(key=lambda e: e.start_ns())
+        sentinel_label = {_SENTINEL_BASE + 16 * i: label for i, label in enumerate(self._labels)}
+        pending_free = set()
+        for e in events:
+            nbytes = e.nbytes()
+            if nbytes > 0 and nbytes in sentinel_label and sentinel_label[nbytes] not in self._mark_pos:
+                self._mark_pos[sentinel_label[nbytes]] = len(self._deltas)
+                pending_free.add(nbytes)
+                continue
+            if nbytes < 0 and -nbytes in pending_free:
+                pending_free.discard(-nbytes)
+                continue
+            self._deltas.append(nbytes)
+        missing = [label for label in self._labels if label not in self._mark_pos]
+        if missing:
+            raise SacplanError(f"the profiler recorded no allocation for mark(s) {missing}")
+        running = 0
+        self._prefix = [0]
+        for d in self._deltas:
+            running += d
+            self._prefix.append(running)
+
+    def _pos(self, label: Optional[str], default: int) -> int:
+        return default if label is None else self._mark_pos[label]
+
+    def has(self, label: str) -> bool:
+        return label in self._mark_pos
+
+    def live(self, label: str) -> int:
+        return self._prefix[self._mark_pos[label]]
+
+    def peak(self, start: Optional[str] = None, end: Optional[str] = None) -> int:
+        a = self._pos(start, 0)
+        b = self._pos(end, len(self._prefix) - 1)
+        return max(self._prefix[a:b + 1])
+
+
+@dataclasses.dataclass
+class Measurement:
+    """A measured training step.
+
+    peak_bytes: the most bytes live at once during a step (largest over the
+      measured steps): what the model holds between steps (parameters,
+      buffers, optimizer state) plus the step's own allocations, not counting
+      the batch the caller built before the step. This is what sacplan
+      simulate's peak_bytes predicts.
+    step_ms: median wall time of a step (forward, backward, optimizer).
+    losses: the loss of every step run, warm-up included.
+    resident_bytes: what the model held at the start of the measured step.
+    """
+
+    peak_bytes: int
+    step_ms: float
+    losses: List[float]
+    resident_bytes: int
+
+
+def train_step(model: nn.Module, step: Callable[[nn.Module], torch.Tensor],
+               optimizer: Optional[torch.optim.Optimizer]) -> float:
+    loss = step(model)
+    loss.backward()
+    if optimizer is not None:
+        optimizer.step()
+    # Every step starts without gradients, as the simulator's step does.
+    model.zero_grad(set_to_none=True)
+    value = float(loss.detach())
+    del loss
+    return value
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    raise SacplanError("model has no parameters")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_peak(model: nn.Module, step: Callable[[nn.Module], torch.Tensor], *,
+                 optimizer: Optional[torch.optim.Optimizer] = None, steps: int = 3,
+                 warmup: int = 1) -> Measurement:
+    """Trains `warmup` + `steps` steps and measures them.
+
+    The peak is exact: on CPU from the profiler's allocation record, on CUDA
+    from the caching allocator's max_memory_allocated. Times come from
+    separate steps run without the profiler (it slows steps down).
+    Gradients are set to None after each step (zero_grad(set_to_none=True)).
+    """
+    if steps < 1:
+        raise SacplanError("steps must be >= 1")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise SacplanError("model has no parameters that require gradients")
+    device = _device_of(model)
+    losses = []
+    for _ in range(warmup):
+        losses.append(train_step(model, step, optimizer))
+    peak = 0
+    resident = 0
+    for _ in range(steps):
+        resident = resident_bytes(model, optimizer)
+        if device.type == "cuda":
+            _sync(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            start = torch.cuda.memory_allocated(device)
+            losses.append(train_step(model, step, optimizer))
+            _sync(device)
+            peak = max(peak, resident + torch.cuda.max_memory_allocated(device) - start)
+        else:
+            with AllocationLog(device) as log:
+                losses.append(train_step(model, step, optimizer))
+            peak = max(peak, resident + log.peak())
+    times = []
+    for _ in range(steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        losses.append(train_step(model, step, optimizer))
+        _sync(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return Measurement(peak_bytes=peak, step_ms=statistics.median(times), losses=losses,
+                       resident_bytes=resident)

@@ -1,0 +1,110 @@
+"""Stable op ids for the aten calls a block makes.
+
+An op id is `<module path>.<aten op>` with `.<n>` appended for the n-th
+repeat (n >= 1) of the same aten op inside the same module call sequence of
+one block forward, e.g. `self_attn.q.addmm`, `self_attn.q._to_copy.1`,
+`norm1.native_layer_norm`, `gelu` (a functional call in the block's own
+forward). The module path is relative to the block and names the innermost
+submodule whose forward is running. Ids are decided when the call is
+dispatched, so the capture (which writes them into profile.json) and the
+selective-checkpoint policy (which reads them from plan.json) name every
+call the same way, and blocks of one structure get the same ids.
+
+Calls that PyTorch's selective checkpointing never shows its policy
+(`torch.utils.checkpoint.SAC_IGNORED_OPS`, e.g. `aten.detach`) are not
+named, because checkpointing inserts a different number of them in the
+forward and in the recompute.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import SAC_IGNORED_OPS
+
+
+def aten_name(func) -> str:
+    """`aten.addmm.default` -> `addmm`; other namespaces keep theirs
+    (`_c10d_functional.all_gather_into_tensor`)."""
+    packet = func.overloadpacket
+    namespace = getattr(func, "namespace", "aten")
+    name = packet.__name__
+    return name if namespace == "aten" else f"{namespace}.{name}"
+
+
+def is_named(func) -> bool:
+    return func not in SAC_IGNORED_OPS and isinstance(func, torch._ops.OpOverload)
+
+
+def is_collective(func) -> bool:
+    return getattr(func, "namespace", "") in ("_c10d_functional", "c10d_functional")
+
+
+def split_op_id(op_id: str) -> Tuple[str, str, int]:
+    """Inverse of OpNamer.name: (module path, aten op, repeat index)."""
+    parts = op_id.split(".")
+    index = 0
+    if len(parts) >= 2 and parts[-1].isdigit():
+        index = int(parts[-1])
+        parts = parts[:-1]
+    # Namespaced ops ("_c10d_functional.all_reduce") keep their namespace.
+    if len(parts) >= 2 and parts[-2] in ("_c10d_functional", "c10d_functional"):
+        return ".".join(parts[:-2]), ".".join(parts[-2:]), index
+    return ".".join(parts[:-1]), parts[-1], index
+
+
+class OpNamer:
+    """Tracks the running submodule of one block and names its aten calls.
+
+    Installs forward pre/post hooks on every submodule of `block` (not on the
+    block itself, whose forward the caller wraps). Call `reset()` at the start
+    of each block forward, including a checkpoint's recompute; `remove()`
+    takes the hooks away.
+    """
+
+    def __init__(self, block: nn.Module):
+        self._stack: List[str] = [""]
+        self._counts: Dict[Tuple[str, str], int] = {}
+        self._handles = []
+        for path, module in block.named_modules():
+            if module is block:
+                continue
+            self._handles.append(module.register_forward_pre_hook(self._enter(path)))
+            self._handles.append(
+                module.register_forward_hook(self._leave(path), always_call=True))
+
+    def _enter(self, path):
+        def hook(module, args):
+            self._stack.append(path)
+        return hook
+
+    def _leave(self, path):
+        def hook(module, args, output):
+            if len(self._stack) > 1 and self._stack[-1] == path:
+                self._stack.pop()
+        return hook
+
+    def reset(self) -> None:
+        self._stack = [""]
+        self._counts = {}
+
+    @property
+    def module_path(self) -> str:
+        return self._stack[-1]
+
+    def name(self, func) -> str:
+        """The id of this call; counts it. Only for calls with is_named(func)."""
+        path = self._stack[-1]
+        op = aten_name(func)
+        key = (path, op)
+        index = self._counts.get(key, 0)
+        self._counts[key] = index + 1
+        base = f"{path}.{op}" if path else op
+        return base if index == 0 else f"{base}.{index}"
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []

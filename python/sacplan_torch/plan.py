@@ -1,0 +1,115 @@
+"""Reading plan.json (`sacplan.plan/1`) and checking it against a model."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+
+from torch import nn
+
+from .errors import SacplanError
+
+PLAN_SCHEMA = "sacplan.plan/1"
+PROFILE_SCHEMA = "sacplan.profile/1"
+
+PlanLike = Union[str, os.PathLike, Mapping[str, Any]]
+
+
+def load_json(source: PlanLike, what: str) -> Dict[str, Any]:
+    if isinstance(source, Mapping):
+        return dict(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise SacplanError(
+            f"{what}: expected a file path or a dict, not {type(source).__name__}")
+    try:
+        with open(source, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise SacplanError(f"{what} {source}: cannot read ({exc.strerror})") from exc
+    except json.JSONDecodeError as exc:
+        raise SacplanError(f"{what} {source}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+
+
+def load_plan(source: PlanLike) -> Dict[str, Any]:
+    """Parses and checks the fields apply_plan reads. Raises SacplanError."""
+    plan = load_json(source, "plan")
+    if not isinstance(plan, dict) or plan.get("schema") != PLAN_SCHEMA:
+        raise SacplanError(f"plan: schema must be '{PLAN_SCHEMA}'")
+    blocks = plan.get("blocks")
+    if not isinstance(blocks, list) or not blocks:
+        raise SacplanError("plan: blocks must be a non-empty list")
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or block.get("index") != i:
+            raise SacplanError(f"plan: blocks[{i}].index must be {i}")
+        save = block.get("save")
+        if not isinstance(save, list) or not all(isinstance(s, str) for s in save):
+            raise SacplanError(f"plan: blocks[{i}].save must be a list of op ids")
+        if not isinstance(block.get("checkpoint", True), bool):
+            raise SacplanError(f"plan: blocks[{i}].checkpoint must be true or false")
+    config = plan.get("model_config", {})
+    if not isinstance(config, dict):
+        raise SacplanError("plan: model_config must be an object")
+    return plan
+
+
+def block_type_name(module: nn.Module) -> str:
+    """The class name of a block as its author wrote it. FSDP2's
+    `fully_shard` (and `replicate`) swap a module's class for a subclass
+    `FSDP<Class>` with bases (FSDPModule, Class); a plan captured before
+    sharding must still match a block sharded before apply_plan."""
+    cls = type(module)
+    while len(cls.__bases__) == 2:
+        wrapper, original = cls.__bases__
+        if wrapper.__name__ not in ("FSDPModule", "ReplicateModule"):
+            break
+        if cls.__name__ != wrapper.__name__[:-len("Module")] + original.__name__:
+            break
+        cls = original
+    return cls.__name__
+
+
+def model_fingerprint(model: nn.Module, blocks: Sequence[Tuple[str, nn.Module]]) -> Dict[str, Any]:
+    """What capture records in model_config and apply_plan compares: the
+    parts of a model's identity that are known before it runs."""
+    first = blocks[0][1]
+    return {
+        "framework": "pytorch",
+        "blocks": len(blocks),
+        "block_type": block_type_name(first),
+        "block_param_count": sum(p.numel() for p in first.parameters()),
+        "param_count": sum(p.numel() for p in model.parameters()),
+    }
+
+
+def check_plan_matches(plan: Dict[str, Any], model: nn.Module,
+                       blocks: Sequence[Tuple[str, nn.Module]],
+                       model_name: str | None) -> None:
+    """Raises SacplanError when the plan was made for another model."""
+    if model_name is not None and plan.get("model") not in (None, model_name):
+        raise SacplanError(
+            f"plan is for model '{plan.get('model')}', not '{model_name}'")
+    if len(plan["blocks"]) != len(blocks):
+        raise SacplanError(
+            f"plan has {len(plan['blocks'])} blocks, the model has {len(blocks)}")
+    recorded = plan.get("model_config", {})
+    actual = model_fingerprint(model, blocks)
+    for key in ("block_type", "block_param_count", "param_count"):
+        if key in recorded and recorded[key] != actual[key]:
+            raise SacplanError(
+                f"plan is for another model: model_config.{key} is "
+                f"{recorded[key]!r}, this model has {actual[key]!r}")
+
+
+def check_input_matches(plan: Dict[str, Any], shape: List[int], dtype: str) -> None:
+    """Raises SacplanError when a block's carried input has another shape or
+    dtype than the one the plan's profile was captured with."""
+    recorded = plan.get("model_config", {})
+    if "carried_shape" in recorded and list(recorded["carried_shape"]) != list(shape):
+        raise SacplanError(
+            f"plan is for another shape: blocks take {recorded['carried_shape']} "
+            f"in its profile, {list(shape)} here")
+    if "carried_dtype" in recorded and recorded["carried_dtype"] != dtype:
+        raise SacplanError(
+            f"plan is for another dtype: blocks take {recorded['carried_dtype']} "
+            f"in its profile, {dtype} here")
