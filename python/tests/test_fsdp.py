@@ -1,0 +1,107 @@
+"""apply_plan under FSDP2 (fully_shard) on two CPU ranks (gloo, torchrun).
+
+fsdp_worker.py runs every case of fsdp_worker.CASES in one torchrun launch
+(two ranks, each with its own half of a global batch) and writes the losses,
+full gradients, final parameters and op counts; here they are compared with
+one process training the same model on the whole batch without FSDP and
+without a plan. See fsdp_worker.py for the math and the two orders
+(apply_plan before fully_shard, as TorchTitan does, and after).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import fsdp_worker as worker
+
+WORKER = Path(__file__).with_name("fsdp_worker.py")
+TIMEOUT_S = 240
+
+
+def _close(actual, expected, what):
+    # 1e-5 relative, elementwise, with the tensor's own scale as the floor
+    # for elements near zero (the ranks sum their halves of the batch in
+    # another order than one process does).
+    torch.testing.assert_close(actual, expected, rtol=1e-5,
+                               atol=1e-5 * float(expected.abs().max()),
+                               msg=lambda m: f"{what}: {m}")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, free_port):
+    out = tmp_path_factory.mktemp("fsdp") / "results.pt"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port), str(WORKER), str(out)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
+                 if l.startswith("[rank") or "Error" in l]
+        pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(lines[-60:]))
+    return torch.load(out, weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return worker.reference()
+
+
+@pytest.mark.parametrize("case", list(worker.CASES))
+def test_fsdp_training_equals_one_process(case, results, reference):
+    got = results[case]
+    assert len(got["losses"]) == worker.STEPS
+    for step in range(worker.STEPS):
+        _close(torch.tensor(got["losses"][step]), torch.tensor(reference["losses"][step]),
+               f"step {step} loss")
+        assert got["grads"][step].keys() == reference["grads"][step].keys()
+        for name, grad in reference["grads"][step].items():
+            assert torch.count_nonzero(grad) > 0, name
+            _close(got["grads"][step][name], grad, f"step {step} grad of {name}")
+    for name, param in reference["params"].items():
+        _close(got["params"][name], param, f"parameter {name} after {worker.STEPS} steps")
+
+
+@pytest.mark.parametrize("case", [c for c in worker.CASES if c != "no_plan"])
+def test_plan_changes_nothing_but_the_recompute(case, results):
+    """Checkpointing recomputes the same fp32 ops on the same shards: the
+    gradients under a plan equal FSDP2's without one."""
+    for step in range(worker.STEPS):
+        for name, grad in results["no_plan"]["grads"][step].items():
+            torch.testing.assert_close(results[case]["grads"][step][name], grad,
+                                       rtol=1e-5, atol=0)
+
+
+# Matmuls (aten.addmm) and attentions that ran in the backward of each step
+# (the forward is the same for every case: 4 matmuls and one attention per
+# block plus embed and head). The backward of a Linear runs aten.mm, so every
+# addmm there is a recompute. PyTorch stops a recompute once the last tensor
+# backward needs is back, so mlp.fc2 (whose output only the residual add
+# reads) is not re-run even when unsaved: 3 matmuls per fully
+# checkpointed block.
+EXPECTED_BACKWARD = {
+    "no_plan": {"addmm": 0, worker.ATTENTION_OP: 0},
+    "full/apply_then_shard": {"addmm": 3 * worker.NBLOCKS, worker.ATTENTION_OP: worker.NBLOCKS},
+    "full/shard_then_apply": {"addmm": 3 * worker.NBLOCKS, worker.ATTENTION_OP: worker.NBLOCKS},
+    "attention/apply_then_shard": {"addmm": 3 * worker.NBLOCKS, worker.ATTENTION_OP: 0},
+    # block 0 saves every matmul and the attention, block 1 is not
+    # checkpointed, block 2 saves mlp.fc1 and re-runs qkv, out, attention.
+    "mixed/shard_then_apply": {"addmm": 2, worker.ATTENTION_OP: 1},
+}
+
+
+@pytest.mark.parametrize("case", list(worker.CASES))
+def test_plan_recomputes_what_it_says_under_fsdp(case, results):
+    assert set(EXPECTED_BACKWARD) == set(worker.CASES)
+    for step in range(worker.STEPS):
+        assert results[case]["forward"][step] == {
+            "addmm": 4 * worker.NBLOCKS + 2, worker.ATTENTION_OP: worker.NBLOCKS}
+        assert results[case]["backward"][step] == EXPECTED_BACKWARD[case], step
