@@ -51,8 +51,8 @@ def _predicted(plan_path: str) -> dict:
         return json.load(f)["predicted"]
 
 
-def _mib(n: float) -> str:
-    return f"{n / 2**20:9.2f}"
+def _mb(n: float) -> str:
+    return f"{n / 1e6:9.2f}"
 
 
 def walk(setup_fn: Callable[..., sacplan_torch.Setup], title: str,
@@ -119,7 +119,7 @@ def walk(setup_fn: Callable[..., sacplan_torch.Setup], title: str,
         print(f"  step {i + 1}: loss {loss.item():.5f}")
     del loss
 
-    print("[4/4] measure (peak in MiB, step in ms)")
+    print("[4/4] measure (peak in MB = 1e6 bytes, as the CLI prints; step in ms)")
     print(f"  {'plan':<6} {'predicted':>9} {'measured':>9} {'error':>7}   {'predicted':>9} {'measured':>9}")
     for label in ("none", "plan", "full"):
         if label == "plan":
@@ -133,6 +133,6 @@ def walk(setup_fn: Callable[..., sacplan_torch.Setup], title: str,
         measured = sacplan_torch.measure_peak(measured_setup.model, measured_setup.step,
                                               optimizer=opt, steps=args.steps)
         error = (measured.peak_bytes - predicted["peak_bytes"]) / predicted["peak_bytes"]
-        print(f"  {label:<6} {_mib(predicted['peak_bytes'])} {_mib(measured.peak_bytes)} "
+        print(f"  {label:<6} {_mb(predicted['peak_bytes'])} {_mb(measured.peak_bytes)} "
               f"{error:+7.1%}   {predicted['step_ms']:9.1f} {measured.step_ms:9.1f}")
     return 0
