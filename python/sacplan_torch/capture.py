@@ -336,6 +336,14 @@ class _Tracer(TorchDispatchMode):
             tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
             if tensor_id is not None:
                 op.read(tensor_id)
+        for key in written:
+            # A cached output must not change after it is cached (SAC checks
+            # the version): neither the call that writes a tensor in place
+            # nor the op that made it may be saved.
+            earlier = trace.op_at.get(trace.tensor_of.get(key, ""))
+            if earlier is not None:
+                trace.ops[earlier].never_save = True
+                op.never_save = True
         for j, (key, o) in enumerate(fresh):
             tensor_id = f"{op_id}.out" if j == 0 else f"{op_id}.out{j}"
             op.outputs.append(TensorRecord(

@@ -36,6 +36,9 @@ class OpRecord:
     workspace_bytes: int = 0
     bwd_workspace_bytes: int = 0
     collective: bool = False
+    # PyTorch's selective checkpointing cannot cache this op's output: an
+    # in-place call writes it later (or the op is that in-place call).
+    never_save: bool = False
 
     def read(self, tensor_id: str) -> None:
         if tensor_id not in self.inputs:
@@ -56,6 +59,8 @@ class OpRecord:
                "param_bytes": self.param_bytes}
         if self.collective:
             doc["collective"] = True
+        if self.never_save:
+            doc["never_save"] = True
         return doc
 
 

@@ -1,0 +1,101 @@
+"""`python -m sacplan_torch capture|check`: the bridge from the shell.
+
+Both take a training setup as `FILE.py:FUNCTION` (or `MODULE:FUNCTION`):
+a function returning sacplan_torch.Setup, called with the `--arg KEY=VALUE`
+pairs given (values that read as numbers are passed as numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .capture import capture
+from .errors import SacplanError
+from .memory import measure_peak
+from .plan import load_plan
+from .apply import apply_plan
+from .setup_spec import load_setup
+
+
+def _parse_args(pairs):
+    kwargs = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SacplanError(f"--arg '{pair}': expected KEY=VALUE")
+        for convert in (int, float):
+            try:
+                value = convert(value)
+                break
+            except ValueError:
+                continue
+        kwargs[key] = value
+    return kwargs
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.2f} MB"
+
+
+def _cmd_capture(ns) -> int:
+    setup = load_setup(ns.setup, **_parse_args(ns.arg))
+    optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
+    profile = capture(setup.model, setup.step, blocks=setup.blocks, optimizer=optimizer,
+                      path=ns.output, name=setup.name, warmup=ns.warmup, repeats=ns.repeats,
+                      progress=sys.stderr.isatty())
+    ops = len(profile["blocks"][0]["ops"])
+    print(f"wrote {ns.output}: {setup.name}, {len(profile['blocks'])} blocks of {ops} ops")
+    return 0
+
+
+def _cmd_check(ns) -> int:
+    plan = load_plan(ns.plan)
+    setup = load_setup(ns.setup, **_parse_args(ns.arg))
+    apply_plan(setup.model, plan, blocks=setup.blocks, model_name=setup.name)
+    optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
+    result = measure_peak(setup.model, setup.step, optimizer=optimizer, steps=ns.steps)
+    for k, loss in enumerate(result.losses):
+        print(f"step {k + 1}: loss {loss:.6f}")
+    predicted = plan.get("predicted", {})
+    line = f"measured {_mb(result.peak_bytes)} peak, {result.step_ms:.1f} ms/step"
+    if "peak_bytes" in predicted:
+        error = 100.0 * (result.peak_bytes - predicted["peak_bytes"]) / predicted["peak_bytes"]
+        line += f"; predicted {_mb(predicted['peak_bytes'])} ({error:+.2f}%)"
+        if "step_ms" in predicted:
+            line += f", {predicted['step_ms']:.1f} ms/step"
+    print(line)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sacplan_torch",
+        description="Capture a PyTorch model into sacplan's profile.json, or check a plan "
+                    "on it: train under plan.json and print the measured peak beside the "
+                    "predicted one.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cap = sub.add_parser("capture", help="run real training steps and write profile.json")
+    chk = sub.add_parser("check", help="train under a plan; measured peak vs predicted")
+    for p in (cap, chk):
+        p.add_argument("--setup", required=True,
+                       help="FILE.py:FUNCTION or MODULE:FUNCTION returning sacplan_torch.Setup")
+        p.add_argument("--arg", action="append", metavar="KEY=VALUE",
+                       help="keyword argument for the setup function (repeatable)")
+    cap.add_argument("-o", "--output", required=True, help="profile.json to write")
+    cap.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+    cap.add_argument("--repeats", type=int, default=3,
+                     help="timed steps; op times are their medians (default 3)")
+    chk.add_argument("--plan", required=True, help="plan.json (sacplan plan --semantics torch-sac)")
+    chk.add_argument("--steps", type=int, default=3,
+                     help="measured steps after one warm-up step (default 3)")
+    ns = parser.parse_args(argv)
+    try:
+        return _cmd_capture(ns) if ns.command == "capture" else _cmd_check(ns)
+    except SacplanError as exc:
+        print(f"sacplan_torch: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
