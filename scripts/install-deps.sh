@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what sacplan needs to build and test: Debian's packages, and
-# LibTorch from PyTorch's wheel on PyPI (the executor, modules and CPU profiler).
+# Installs what sacplan needs to build and test: Debian's packages, LibTorch
+# from PyTorch's wheel on PyPI (the executor, modules and CPU profiler), and
+# the Python bridge sacplan_torch (python/, editable) with pytest.
 # Shared by the README's Quick start commands and by .ci/run; safe to re-run:
 # packages already present are skipped without touching the network.
 set -euo pipefail
@@ -39,3 +40,11 @@ if ! python3 -c 'import torch' >/dev/null 2>&1; then
     python3 -m pip install --quiet torch
   fi
 fi
+
+# The bridge to PyTorch trainers, installed editable from this checkout every
+# time (a clone elsewhere must not keep importing an older checkout's copy).
+if ! python3 -c 'import pytest' >/dev/null 2>&1; then
+  echo "sacplan: installing pytest from PyPI" >&2
+  python3 -m pip install --quiet pytest
+fi
+python3 -m pip install --quiet --no-deps -e python/

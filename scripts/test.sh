@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite twice:
-# the Release build (preset "default", build/) and the sanitizer build
-# (preset "asan": AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/).
+# Installs what is missing, builds, and runs the whole test suite: the
+# Release build (preset "default", build/) with ctest, the Python bridge
+# (python/) with pytest against that build, then the sanitizer build (preset
+# "asan": AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/).
 # This is the README's test command and what .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,11 @@ bash scripts/install-deps.sh
 cmake --preset default
 cmake --build --preset default -j 2
 ctest --preset default
+
+# sacplan_torch (python/): capture, apply_plan, measure_peak, FSDP2 on two
+# gloo ranks, and predicted against measured peaks through the planner just
+# built.
+SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q
 
 # LeakSanitizer stops the process's threads with ptrace to scan memory, which
 # some containers forbid; it works on this project's machines (checked), so
