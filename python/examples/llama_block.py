@@ -136,21 +136,36 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+def as_dtype(dtype) -> torch.dtype:
+    """A torch.dtype, or its name as `python -m sacplan_torch capture --arg
+    dtype=fp32` passes it: bf16/bfloat16, fp16/float16, fp32/float32."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
+             "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}
+    key = str(dtype).replace("torch.", "")
+    if key not in names:
+        raise ValueError(f"dtype must be a torch.dtype or one of {sorted(names)}, not {dtype!r}")
+    return names[key]
+
+
 def setup(size: str = "small", seed: int = 0, dtype: torch.dtype = torch.bfloat16,
           device: str = "cpu") -> sacplan_torch.Setup:
     """A seeded LLaMA-style decoder and a fixed batch of random tokens.
 
-    dtype is the autocast dtype of the step; torch.float32 runs plain fp32
-    with no autocast. Parameters are fp32 either way.
+    dtype is the autocast dtype of the step (a torch.dtype or a name such as
+    "bf16"); torch.float32 runs plain fp32 with no autocast. Parameters are
+    fp32 either way.
     """
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, not {size!r}")
     cfg = SIZES[size]
-    torch.manual_seed(seed)
+    dtype = as_dtype(dtype)
+    torch.manual_seed(int(seed))
     model = Llama(cfg["dim"], cfg["ffn"], cfg["heads"], cfg["kv_heads"], cfg["layers"],
                   cfg["vocab"]).to(device)
 
-    generator = torch.Generator().manual_seed(seed + 1)
+    generator = torch.Generator().manual_seed(int(seed) + 1)
     tokens = torch.randint(cfg["vocab"], (cfg["batch"], cfg["seq"] + 1), generator=generator)
     inputs, targets = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
     rope = rope_table(cfg["seq"], cfg["dim"] // cfg["heads"]).to(device)
