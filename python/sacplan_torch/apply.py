@@ -85,12 +85,13 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
                          context_fn=functools.partial(create_selective_checkpoint_contexts, policy),
                          **kwargs)
         if not state["checked"]:
-            state["checked"] = True
             missing = sorted(save - seen)
             if missing:
+                # Stays unchecked: every later forward refuses too.
                 raise SacplanError(
                     f"plan: blocks[{index}].save names op ids the block does not run: "
                     f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+            state["checked"] = True
         return out
 
     setattr(block, _APPLIED, True)
