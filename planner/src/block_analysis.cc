@@ -65,6 +65,17 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     a.ops.push_back(std::move(node));
     a.op_ids.push_back(op.id);
   }
+  for (int k = 0; k < a.op_count(); ++k) {
+    if (a.ops[k].backward_needs.empty()) continue;
+    if (a.first_saving_op < 0) a.first_saving_op = k;
+    a.last_saving_op = k;
+  }
+  if (a.last_saving_op >= 0) {
+    const OpNode& last = a.ops[a.last_saving_op];
+    for (int need : last.backward_needs) {
+      a.last_saving_op_reads_output |= a.tensors[need].producer == a.last_saving_op;
+    }
+  }
   a.output = tensor_index.at(block.output);
   a.tensors[a.output].block_output = true;
   if (a.tensors[a.output].needed_by_backward) {

@@ -44,12 +44,21 @@ int64_t KeepableBytes(const BlockAnalysis& block, int op) {
   return bytes;
 }
 
+// torch-sac. In a checkpointed block both kept bytes and recompute time add
+// up over ops: saving an op keeps all its outputs and, if the re-run would
+// recompute it, spares its forward time. Saving an op the re-run never
+// reaches spares nothing, so those stay unsaved (DropUselessSaves).
+// Saving every op is plain autograd, which keeps less; it is added as is.
 std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block) {
-  double free_fwd_ms = 0;
-  for (int k : FreeOps(block)) free_fwd_ms += block.ops[k].fwd_ms;
-  std::vector<Label> labels{{0, free_fwd_ms, SaveMask(block.op_count(), false)}};
-  for (int k = 0; k < block.op_count(); ++k) {
-    if (block.ops[k].collective) continue;
+  std::vector<int> items;
+  double rerun_ms = 0;
+  for (int k : FreeOps(block)) {
+    if (!TorchSacRerunReaches(block, k)) continue;
+    items.push_back(k);
+    rerun_ms += block.ops[k].fwd_ms;
+  }
+  std::vector<Label> labels{{0, rerun_ms, SaveMask(block.op_count(), false)}};
+  for (int k : items) {
     const size_t before = labels.size();
     for (size_t i = 0; i < before; ++i) {
       Label saved = labels[i];
@@ -62,6 +71,7 @@ std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block) {
   }
   std::vector<SaveMask> masks;
   for (Label& label : labels) masks.push_back(std::move(label.mask));
+  masks.push_back(SaveMask(block.op_count(), true));
   return masks;
 }
 
@@ -188,6 +198,21 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block) {
   return masks;
 }
 
+std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
+                                       std::vector<SaveMask> masks) {
+  for (SaveMask& mask : masks) {
+    bool checkpointed = false;
+    for (int k : FreeOps(block)) checkpointed |= !mask[k];
+    if (!checkpointed) continue;
+    for (int k : FreeOps(block)) {
+      if (!TorchSacRerunReaches(block, k)) mask[k] = false;
+    }
+  }
+  std::sort(masks.begin(), masks.end());
+  masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+  return masks;
+}
+
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
                                         Semantics semantics) {
   return semantics == Semantics::kTorchSac ? TorchSacKnapsack(block)
@@ -226,9 +251,14 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
                                             int exhaustive_max_ops,
                                             int64_t quantum_bytes) {
+  auto useful = [&](std::vector<SaveMask> masks) {
+    return semantics == Semantics::kTorchSac ? DropUselessSaves(block, std::move(masks))
+                                             : masks;
+  };
   if (static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops) {
-    return ThinCandidates(ParetoCandidates(block, AllSaveMasks(block), semantics),
-                          quantum_bytes);
+    return ThinCandidates(
+        ParetoCandidates(block, useful(AllSaveMasks(block)), semantics),
+        quantum_bytes);
   }
   // Neighbours of candidates the thinning would drop are as good as dropped
   // too, so only the thinned frontier gets neighbours.
@@ -242,7 +272,7 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
   // skip simulating those a frontier candidate beats even against that.
   const int64_t output_bytes = block.tensors[block.output].bytes;
   std::vector<SaveMask> worth_simulating;
-  for (SaveMask& mask : WithNeighbours(block, std::move(survivors))) {
+  for (SaveMask& mask : useful(WithNeighbours(block, std::move(survivors)))) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);
     const int64_t least_peak = outcome.kept_bytes + output_bytes;
     bool beaten = false;

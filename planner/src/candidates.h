@@ -24,9 +24,20 @@ struct BlockCandidate {
 // Every save set of the non-collective ops (2^n of them). Only for small n.
 std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
 
+// torch-sac: in every mask that leaves some op unsaved (a checkpointed
+// block), unsaves the ops the backward re-run never reaches. Saving those
+// spares no time and only keeps their outputs in the checkpoint cache until
+// the block's backward (for the block output, past the next block's), so
+// the new mask is as fast and never holds more at any moment of the step.
+// The solver thus never proposes a block that holds its output past the
+// stop, which block-by-block composition would count twice. Sorted, unique.
+std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
+                                       std::vector<SaveMask> masks);
+
 // The save sets on the exact Pareto frontier of (kept bytes, recompute time)
-// for `semantics`: a 0/1 knapsack for torch-sac (both quantities add up over
-// saved ops); for sacplan a dynamic programme over the ops in reverse order
+// for `semantics`: for torch-sac a 0/1 knapsack over the ops the re-run
+// reaches (both quantities add up over them) plus saving every op (plain
+// autograd); for sacplan a dynamic programme over the ops in reverse order
 // whose state is which already-decided consumers need a tensor recomputed.
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
                                         Semantics semantics);
@@ -46,7 +57,8 @@ std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
 // The candidates of one block, thinned to `quantum_bytes` (ThinCandidates):
 // every save set when it has at most `exhaustive_max_ops` free ops;
 // otherwise the (kept, recompute) frontier, reduced to its thinned Pareto
-// candidates, and every one-op neighbour of those.
+// candidates, and every one-op neighbour of those. For torch-sac the sets
+// pass through DropUselessSaves.
 std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
                                             int exhaustive_max_ops,

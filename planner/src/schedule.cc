@@ -23,18 +23,70 @@ bool IsSaved(const BlockAnalysis& block, const SaveMask& saved, int op) {
   return saved[op] || block.ops[op].collective;
 }
 
+bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved) {
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (!IsSaved(block, saved, k)) return false;
+  }
+  return true;
+}
+
+// What the forward of a checkpointed torch-sac block leaves behind: the
+// cache (_CachingTorchDispatchMode) holds every output of every saved op
+// until the re-run pops it (_CachedTorchDispatchMode) or the checkpoint
+// frame dies, and _NoopSaveInputs holds the block's inputs until the frame
+// dies.
+SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& saved) {
+  SaveOutcome outcome;
+  outcome.checkpointed = true;
+  outcome.kept.assign(block.tensors.size(), false);
+  // No op saves anything for backward: nothing is ever unpacked, nothing
+  // re-runs, and the frame dies with the forward.
+  if (block.last_saving_op < 0) return outcome;
+  outcome.kept[block.carried_input] = true;
+  for (int k = 0; k < block.op_count(); ++k) {
+    const OpNode& op = block.ops[k];
+    if (!IsSaved(block, saved, k)) {
+      if (TorchSacRerunReaches(block, k)) outcome.recompute_ms += op.fwd_ms;
+      continue;
+    }
+    for (int out : op.outputs) {
+      // The next block holds the output too; this block's cache holds it
+      // until the re-run pops it or, past the stop, until the frame dies.
+      if (block.tensors[out].block_output) {
+        outcome.holds_output = true;
+      } else {
+        outcome.kept[out] = true;
+      }
+    }
+  }
+  for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
+    if (outcome.kept[t]) outcome.kept_bytes += block.tensors[t].bytes;
+  }
+  if (outcome.holds_output) outcome.kept_bytes += block.tensors[block.output].bytes;
+  return outcome;
+}
+
 // Forward: every op once; an activation is freed after its last forward
-// reader unless it is kept for backward or handed to the next block.
-void LowerForward(const BlockAnalysis& block, BlockSchedule& schedule) {
+// reader unless it is kept for backward or handed to the next block. When
+// the checkpoint frame dies with the forward, what it holds (saved ops'
+// outputs, the carried input) lives to the forward's end.
+void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
+                  bool frame_dies_in_forward, BlockSchedule& schedule) {
   schedule.forward.resize(block.ops.size());
   for (int k = 0; k < block.op_count(); ++k) {
     schedule.forward[k].kind = StepKind::kForward;
     schedule.forward[k].op = k;
   }
+  const int last_step = block.op_count() - 1;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
-    if (node.producer < 0 || node.block_output || schedule.kept[t]) continue;
-    const int last = node.consumers.empty() ? node.producer : node.consumers.back();
+    if (node.shared_input || node.block_output || schedule.kept[t]) continue;
+    int last = node.consumers.empty() ? std::max(node.producer, 0)
+                                      : node.consumers.back();
+    if (frame_dies_in_forward &&
+        (node.carried_input || IsSaved(block, saved, node.producer))) {
+      last = last_step;
+    }
     schedule.forward[last].free_after.push_back(t);
   }
 }
@@ -59,65 +111,132 @@ void LowerSacplanBackward(const BlockAnalysis& block, BlockSchedule& schedule,
   }
 }
 
-// torch-sac: re-run every unsaved op in forward order, then backward.
-void LowerTorchSacBackward(const BlockAnalysis& block, const SaveMask& saved,
-                           BlockSchedule& schedule,
-                           std::vector<bool>& materialized) {
-  for (int k = 0; k < block.op_count(); ++k) {
-    if (IsSaved(block, saved, k)) continue;
+// torch-sac, checkpointed: the backward of the ops after the last saving op
+// unpacks nothing; the last saving op's unpack re-runs the block in forward
+// order up to its stop, recomputing the unsaved ops; then the rest of the
+// backward.
+void LowerCheckpointedBackward(const BlockAnalysis& block, const SaveMask& saved,
+                               BlockSchedule& schedule,
+                               std::vector<bool>& materialized) {
+  const int stop = block.last_saving_op;
+  for (int k = block.op_count() - 1; k > stop; --k) {
+    schedule.backward.push_back({StepKind::kBackward, k, {}});
+  }
+  for (int k = 0; k <= stop; ++k) {
+    if (IsSaved(block, saved, k) || !TorchSacRerunReaches(block, k)) continue;
     schedule.backward.push_back({StepKind::kRecompute, k, {}});
     schedule.recomputed_ops += 1;
     schedule.recompute_ms += block.ops[k].fwd_ms;
     for (int out : block.ops[k].outputs) materialized[out] = true;
   }
-  for (int k = block.op_count() - 1; k >= 0; --k) {
+  for (int k = stop; k >= 0; --k) {
     schedule.backward.push_back({StepKind::kBackward, k, {}});
+  }
+}
+
+// Per tensor, the last backward step that reads it (-1: none) and the
+// recompute step that produces it (-1: none).
+struct BackwardUses {
+  std::vector<int> last_use;
+  std::vector<int> produced_at;
+};
+
+BackwardUses FindBackwardUses(const BlockAnalysis& block,
+                              const BlockSchedule& schedule) {
+  const int tensor_count = static_cast<int>(block.tensors.size());
+  BackwardUses uses{std::vector<int>(tensor_count, -1),
+                    std::vector<int>(tensor_count, -1)};
+  for (int s = 0; s < static_cast<int>(schedule.backward.size()); ++s) {
+    const ScheduleStep& step = schedule.backward[s];
+    const OpNode& op = block.ops[step.op];
+    if (step.kind == StepKind::kRecompute) {
+      for (int in : op.inputs) uses.last_use[in] = s;
+      for (int out : op.outputs) uses.produced_at[out] = s;
+    } else {
+      for (int need : op.backward_needs) uses.last_use[need] = s;
+    }
+  }
+  return uses;
+}
+
+// Frees tensor t after backward step s, or at the backward's start (s < 0).
+void FreeAfter(BlockSchedule& schedule, int s, int t) {
+  if (s < 0) {
+    schedule.free_at_backward_start.push_back(t);
+  } else {
+    schedule.backward[s].free_after.push_back(t);
   }
 }
 
 // Frees every tensor materialized in backward after its last reader.
 void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
                         const std::vector<bool>& materialized) {
-  const int tensor_count = static_cast<int>(block.tensors.size());
-  std::vector<int> last_use(tensor_count, -1);
-  std::vector<int> produced_at(tensor_count, -1);
+  const BackwardUses uses = FindBackwardUses(block, schedule);
+  for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
+    if (block.tensors[t].shared_input || !materialized[t]) continue;
+    FreeAfter(schedule, uses.last_use[t] >= 0 ? uses.last_use[t] : uses.produced_at[t],
+              t);
+  }
+}
+
+// torch-sac, checkpointed. The frame (cache, saved inputs) dies after the
+// backward of the first saving op, the last node holding its saved-tensor
+// hooks. Recomputed tensors die after their last reader; cached ones the
+// re-run pops likewise (or when the re-run ends, if nothing reads them);
+// cached ones it never reaches, the carried input and a held block output
+// die with the frame.
+void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
+                            BlockSchedule& schedule,
+                            const std::vector<bool>& materialized) {
+  if (block.last_saving_op < 0) return;  // nothing survived the forward
+  const BackwardUses uses = FindBackwardUses(block, schedule);
+  int frame_end = -1;
+  int rerun_end = -1;  // the step before the last saving op's backward
   for (int s = 0; s < static_cast<int>(schedule.backward.size()); ++s) {
     const ScheduleStep& step = schedule.backward[s];
-    const OpNode& op = block.ops[step.op];
-    if (step.kind == StepKind::kRecompute) {
-      for (int in : op.inputs) last_use[in] = s;
-      for (int out : op.outputs) produced_at[out] = s;
-    } else {
-      for (int need : op.backward_needs) last_use[need] = s;
-    }
+    if (step.kind != StepKind::kBackward) continue;
+    if (step.op == block.first_saving_op) frame_end = s;
+    if (step.op == block.last_saving_op) rerun_end = s - 1;
   }
-  for (int t = 0; t < tensor_count; ++t) {
-    if (block.tensors[t].shared_input || !materialized[t]) continue;
-    if (last_use[t] >= 0) {
-      schedule.backward[last_use[t]].free_after.push_back(t);
-    } else if (produced_at[t] >= 0) {
-      schedule.backward[produced_at[t]].free_after.push_back(t);
+  for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
+    const TensorNode& node = block.tensors[t];
+    if (node.shared_input) continue;
+    if (!(node.block_output ? schedule.holds_output : materialized[t])) continue;
+    const int last_use = uses.last_use[t];
+    if (node.carried_input) {
+      FreeAfter(schedule, frame_end, t);
+    } else if (!IsSaved(block, saved, node.producer)) {
+      FreeAfter(schedule, last_use >= 0 ? last_use : uses.produced_at[t], t);
+    } else if (!TorchSacRerunReaches(block, node.producer)) {
+      FreeAfter(schedule, frame_end, t);
     } else {
-      schedule.free_at_backward_start.push_back(t);
+      FreeAfter(schedule, last_use >= 0 ? last_use : rerun_end, t);
     }
   }
 }
 
 }  // namespace
 
+// The pack hook that takes back the last tensor autograd saved raises
+// _StopRecomputationError. Autograd saves an op's inputs before the op runs
+// and its outputs after, so the last saving op runs only when its backward
+// reads one of its own outputs.
+bool TorchSacRerunReaches(const BlockAnalysis& block, int op) {
+  return op < block.last_saving_op ||
+         (op == block.last_saving_op && block.last_saving_op_reads_output);
+}
+
 // Which tensors survive forward. sacplan keeps a saved op's output only if
-// backward reads it directly or through a recompute; torch-sac keeps every
-// output of a saved op, as PyTorch's selective-checkpoint cache does.
+// backward reads it directly or through a recompute; so does plain autograd
+// (torch-sac saving every op), which also lets the carried input go when
+// backward does not read it. A checkpointed torch-sac block keeps what its
+// checkpoint frame holds (CheckpointedOutcome).
 SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics) {
-  bool every_op_saved = true;
-  for (int k = 0; k < block.op_count(); ++k) {
-    every_op_saved &= IsSaved(block, saved, k);
+  if (semantics == Semantics::kTorchSac && !EveryOpSaved(block, saved)) {
+    return CheckpointedOutcome(block, saved);
   }
   SaveOutcome outcome;
-  // A torch-sac block saving every op is not checkpointed at all: autograd
-  // keeps exactly what backward reads, which is the sacplan rule.
-  outcome.rerun_all_unsaved = semantics == Semantics::kTorchSac && !every_op_saved;
   const int tensor_count = static_cast<int>(block.tensors.size());
   outcome.kept.assign(tensor_count, false);
   std::vector<bool> required(tensor_count, false);
@@ -131,18 +250,19 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
     if (!IsSaved(block, saved, k)) {
       if (any_required) {
         for (int in : op.inputs) required[in] = true;
-      }
-      if (any_required || outcome.rerun_all_unsaved) {
         outcome.recompute_ms += op.fwd_ms;
       }
       continue;
     }
     for (int out : op.outputs) {
       if (block.tensors[out].block_output) continue;
-      outcome.kept[out] = outcome.rerun_all_unsaved || required[out];
+      outcome.kept[out] = required[out];
     }
   }
-  outcome.kept[block.carried_input] = true;
+  // sacplan's executor keeps the carried input, as a checkpoint keeps its
+  // inputs; plain autograd keeps it only for a backward that reads it.
+  outcome.kept[block.carried_input] =
+      semantics == Semantics::kSacplan || required[block.carried_input];
   for (int t = 0; t < tensor_count; ++t) {
     if (outcome.kept[t]) outcome.kept_bytes += block.tensors[t].bytes;
   }
@@ -154,18 +274,21 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   BlockSchedule schedule;
   const SaveOutcome outcome = DecideSaves(block, saved, semantics);
   schedule.kept = outcome.kept;
-  LowerForward(block, schedule);
+  schedule.holds_output = outcome.holds_output;
+  LowerForward(block, saved, outcome.checkpointed && block.last_saving_op < 0,
+               schedule);
 
   std::vector<bool> materialized = schedule.kept;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     if (block.tensors[t].shared_input) materialized[t] = true;
   }
-  if (outcome.rerun_all_unsaved) {
-    LowerTorchSacBackward(block, saved, schedule, materialized);
+  if (outcome.checkpointed) {
+    LowerCheckpointedBackward(block, saved, schedule, materialized);
+    PlaceCheckpointedFrees(block, saved, schedule, materialized);
   } else {
     LowerSacplanBackward(block, schedule, materialized);
+    PlaceBackwardFrees(block, schedule, materialized);
   }
-  PlaceBackwardFrees(block, schedule, materialized);
   return schedule;
 }
 

@@ -10,16 +10,21 @@ namespace {
 
 // Interprets one block's schedule over a tracker. Kept activations stay
 // allocated between Forward() and Backward(); the block output is allocated
-// as kept because the next block (or the head) keeps it as its input.
+// as kept because the next block (or the head) keeps it as its input. The
+// carried input was allocated (as kept) before the block; when the block
+// before holds its output (BlockSchedule::holds_output), that block frees
+// it, and this one leaves it alone.
 class BlockInterpreter {
  public:
   BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
-                   int block_index, MemoryTracker& tracker, double& clock_ms)
+                   int block_index, MemoryTracker& tracker, double& clock_ms,
+                   bool carried_held_before = false)
       : block_(block),
         schedule_(schedule),
         block_index_(block_index),
         tracker_(tracker),
-        clock_ms_(clock_ms) {}
+        clock_ms_(clock_ms),
+        carried_held_before_(carried_held_before) {}
 
   void Forward() {
     for (const ScheduleStep& step : schedule_.forward) {
@@ -31,7 +36,11 @@ class BlockInterpreter {
       }
       RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
       for (int t : step.free_after) {
-        tracker_.Free(MemoryCategory::kForwardLive, block_.tensors[t].bytes);
+        if (t == block_.carried_input) {
+          FreeActivation(t, false);
+        } else {
+          tracker_.Free(MemoryCategory::kForwardLive, block_.tensors[t].bytes);
+        }
       }
     }
   }
@@ -139,6 +148,7 @@ class BlockInterpreter {
   }
 
   void FreeActivation(int t, bool recomputed) {
+    if (t == block_.carried_input && carried_held_before_) return;
     tracker_.Free(recomputed ? MemoryCategory::kRecomputed : MemoryCategory::kKept,
                   block_.tensors[t].bytes);
   }
@@ -148,6 +158,7 @@ class BlockInterpreter {
   int block_index_;
   MemoryTracker& tracker_;
   double& clock_ms_;
+  bool carried_held_before_;
   GradBuffers grads_;
 };
 
@@ -213,9 +224,12 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   tracker.Alloc(MemoryCategory::kKept, embedding_out_bytes);
   tracker.Mark({Phase::kSetup, -1, ""}, clock_ms);
 
-  for (int b = 0; b < block_count; ++b) {
-    BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms).Forward();
-  }
+  auto interpreter = [&](int b) {
+    const bool held_before = b > 0 && schedules[b - 1].holds_output;
+    return BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms,
+                            held_before);
+  };
+  for (int b = 0; b < block_count; ++b) interpreter(b).Forward();
 
   // Head and loss, forward then backward: the last block's output is the
   // head's input; its gradient starts the blocks' backward.
@@ -232,10 +246,10 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   clock_ms += fixed.head_bwd_ms;
   tracker.Mark({Phase::kHead, -1, "backward"}, clock_ms);
   tracker.Free(MemoryCategory::kForwardLive, fixed.head_bytes);
-  tracker.Free(MemoryCategory::kKept, last_out_bytes);
+  if (!schedules.back().holds_output) tracker.Free(MemoryCategory::kKept, last_out_bytes);
 
   for (int b = block_count - 1; b >= 0; --b) {
-    BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms).Backward();
+    interpreter(b).Backward();
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
   }
@@ -278,8 +292,10 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
   interpreter.Forward();
   BlockCost cost;
   cost.forward_peak_bytes = tracker.peak_bytes();
-  // Hand the output over and receive its gradient, as the step does.
-  tracker.Free(MemoryCategory::kKept, out_bytes);
+  // Hand the output over and receive its gradient, as the step does. A
+  // block that holds its output keeps counting it (the next block counts it
+  // again as its carried input: see docs/memory_model.md#solver).
+  if (!schedule.holds_output) tracker.Free(MemoryCategory::kKept, out_bytes);
   cost.kept_bytes = tracker.live_bytes();
   tracker.Alloc(MemoryCategory::kActivationGrads, out_bytes);
   tracker.ResetPeak();

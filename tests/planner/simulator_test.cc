@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <random>
 
 #include "sacplan/planner/presets.h"
 #include "test_graphs.h"
@@ -30,11 +31,14 @@ TEST(EvaluateBlockTest, ChainBlockCostsByHand) {
   EXPECT_EQ(full.backward_peak_bytes, 1600);
   EXPECT_DOUBLE_EQ(full.recompute_ms, 3.0);
 
+  // torch-sac re-runs only up to act, the last op whose backward reads
+  // something; act reads only its input, so the re-run stops before it and
+  // recomputes just fc, like sacplan.
   const BlockCost sac = EvaluateBlock(block, kFull, Semantics::kTorchSac);
   EXPECT_EQ(sac.kept_bytes, 200);
   EXPECT_EQ(sac.backward_peak_bytes, 1600);
-  EXPECT_DOUBLE_EQ(sac.recompute_ms, 4.5);
-  EXPECT_EQ(sac.recomputed_ops, 3);
+  EXPECT_DOUBLE_EQ(sac.recompute_ms, 3.0);
+  EXPECT_EQ(sac.recomputed_ops, 1);
 }
 
 TEST(SimulateStepTest, TwoBlockChainByHand) {
@@ -118,6 +122,106 @@ TEST(SimulateStepTest, EmbeddingGradientsComeAfterTheBlocks) {
   EXPECT_EQ(big.peak_bytes, 1000 + 5000 + 2 * 10 + 200);
   EXPECT_EQ(big.peak.phase, Phase::kHead);
   EXPECT_EQ(big.peak.op, "embedding backward");
+}
+
+// One moment of the step's timeline: live bytes after (phase, block, op).
+int64_t LiveAt(const StepResult& result, Phase phase, int block, const std::string& op) {
+  for (const TimelinePoint& point : result.timeline) {
+    if (point.where.phase == phase && point.where.block == block &&
+        point.where.op == op) {
+      return point.total_bytes;
+    }
+  }
+  ADD_FAILURE() << "no moment for block " << block << " " << op;
+  return -1;
+}
+
+// A chain block with scale (elementwise, 400 B, its backward reads nothing)
+// between act and add: the re-run stops at act, before scale.
+Model ScaledChainModel(int blocks) {
+  Model model = testing::ChainModel(blocks);
+  for (Block& block : model.blocks) {
+    block.ops.insert(block.ops.begin() + 2,
+                     testing::MakeOp("scale", "elementwise", {"act.out"},
+                                     {testing::Tensor("scale.out", 400)}, {}, 0.5, 0.5));
+    block.ops.back().inputs = {"x", "scale.out"};
+  }
+  return model;
+}
+
+// scale is saved but past the stop: the cache never gives its output back,
+// so it is still live while the block's last backward step (fc) runs.
+TEST(SimulateStepTest, TorchSacCachedOutputPastTheStopIsLiveInTheLastBackwardStep) {
+  const Model model = ScaledChainModel(1);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const SimulateOptions timeline{.record_timeline = true};
+  const StepResult cached = *SimulateStep(analyzed, {{false, false, true, false}},
+                                          Semantics::kTorchSac, timeline);
+  const StepResult rerun = *SimulateStep(analyzed, {{false, false, false, false}},
+                                         Semantics::kTorchSac, timeline);
+  EXPECT_EQ(LiveAt(cached, Phase::kBackward, 0, "fc") -
+                LiveAt(rerun, Phase::kBackward, 0, "fc"),
+            400);
+  // Past the stop, saving spares nothing: neither re-runs scale or add.
+  EXPECT_DOUBLE_EQ(cached.recompute_ms, 3.0);
+  EXPECT_DOUBLE_EQ(rerun.recompute_ms, 3.0);
+}
+
+// Saving block 0's final add keeps its output (block 1's input) in block
+// 0's cache after block 1's backward has let it go, until block 0's frame
+// dies with fc's backward.
+TEST(SimulateStepTest, TorchSacHeldBlockOutputOutlivesTheNextBlocksBackward) {
+  const Model model = testing::ChainModel(2);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const SimulateOptions timeline{.record_timeline = true};
+  const StepResult held = *SimulateStep(analyzed, {{false, false, true}, kFull},
+                                        Semantics::kTorchSac, timeline);
+  const StepResult handed = *SimulateStep(analyzed, {kFull, kFull},
+                                          Semantics::kTorchSac, timeline);
+  // While block 1 runs, its input is live either way.
+  EXPECT_EQ(LiveAt(held, Phase::kBackward, 1, "fc"),
+            LiveAt(handed, Phase::kBackward, 1, "fc"));
+  for (const char* op : {"add", "act", "fc"}) {
+    EXPECT_EQ(LiveAt(held, Phase::kBackward, 0, op) - LiveAt(handed, Phase::kBackward, 0, op),
+              200)
+        << op;
+  }
+  // Freed once: the step ends with no activation live.
+  const TimelinePoint& end = held.timeline.back();
+  EXPECT_EQ(end.bytes[static_cast<int>(MemoryCategory::kKept)], 0);
+}
+
+// Every torch-sac save set of random blocks, as whole steps: each category
+// stays non-negative and every activation and its gradient is freed once.
+TEST(SimulateStepTest, TorchSacStepsFreeEveryActivationOnceWhateverTheMasks) {
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    const Model model = testing::RandomModel(3, 6, seed, /*identical=*/false);
+    const AnalyzedModel analyzed = *AnalyzeModel(model);
+    std::mt19937 rng(seed);
+    for (int trial = 0; trial < 10; ++trial) {
+      std::vector<SaveMask> masks;
+      for (const BlockAnalysis& block : analyzed.blocks) {
+        SaveMask mask(block.op_count());
+        for (int k = 0; k < block.op_count(); ++k) mask[k] = rng() % 2 == 0;
+        masks.push_back(mask);
+      }
+      const StepResult r =
+          *SimulateStep(analyzed, masks, Semantics::kTorchSac,
+                        {.record_timeline = true, .record_events = true});
+      std::array<int64_t, kMemoryCategoryCount> live{};
+      for (const MemoryEvent& event : r.events) {
+        const int c = static_cast<int>(event.category);
+        live[c] += event.alloc ? event.bytes : -event.bytes;
+        ASSERT_GE(live[c], 0) << "seed " << seed << " trial " << trial;
+      }
+      for (MemoryCategory c : {MemoryCategory::kKept, MemoryCategory::kForwardLive,
+                               MemoryCategory::kRecomputed,
+                               MemoryCategory::kActivationGrads}) {
+        EXPECT_EQ(live[static_cast<int>(c)], 0)
+            << MemoryCategoryName(c) << " seed " << seed << " trial " << trial;
+      }
+    }
+  }
 }
 
 TEST(SimulateStepTest, CheckpointingTheLastBlockDoesNotLowerThePeak) {

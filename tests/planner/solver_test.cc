@@ -87,6 +87,28 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactCase{Semantics::kSacplan, 0},
                       ExactCase{Semantics::kTorchSac, 0}));
 
+// torch-sac: saving an op the re-run never reaches spares nothing and keeps
+// its outputs in the cache (the final add's: the block output, past the
+// next block's backward). In the chain the re-run stops before act (the
+// last op whose backward reads something, and it reads only its input), so
+// act and add are never worth saving, except by saving every op, which is
+// plain autograd.
+TEST(SolverTest, TorchSacCandidatesNeverSaveOpsTheRerunSkips) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  EXPECT_EQ(DropUselessSaves(block, {{false, false, true}, {true, true, true},
+                                     {true, false, true}, {true, true, false}}),
+            (std::vector<SaveMask>{{false, false, false},
+                                   {true, false, false},
+                                   {true, true, true}}));
+  for (int max_ops : {12, 0}) {
+    for (const BlockCandidate& c :
+         BlockCandidates(block, Semantics::kTorchSac, max_ops, 1)) {
+      EXPECT_TRUE(c.mask == SaveMask({true, true, true}) || (!c.mask[1] && !c.mask[2]))
+          << max_ops;
+    }
+  }
+}
+
 TEST(SolverTest, InfeasibleBudgetNamesTheSmallestFeasibleOne) {
   const Model model = testing::ChainModel(3);
   const AnalyzedModel analyzed = *AnalyzeModel(model);

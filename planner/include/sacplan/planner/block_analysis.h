@@ -50,6 +50,17 @@ struct BlockAnalysis {
   int64_t param_bytes = 0;          // sum of op param_bytes
   double fwd_ms = 0;                // sum of op forward times
   double bwd_ms = 0;                // sum of op backward times
+  // The first and the last op (in forward order) whose backward reads
+  // something, -1 when no op's does. Under PyTorch's non-reentrant
+  // checkpoint these bound a checkpointed block's backward: the re-run stops
+  // at the last (early stop), and the checkpoint frame (its cache and its
+  // saved inputs) dies after the first one's backward (docs/memory_model.md).
+  int first_saving_op = -1;
+  int last_saving_op = -1;
+  // The last saving op's backward reads one of its own outputs. Autograd
+  // saves an op's inputs before the op runs and its outputs after, so the
+  // re-run computes the last saving op only in this case.
+  bool last_saving_op_reads_output = false;
 
   int op_count() const { return static_cast<int>(ops.size()); }
   // Op index for an id, or -1.

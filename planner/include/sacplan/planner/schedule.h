@@ -1,6 +1,6 @@
 // Lowering a block's save set to a step schedule.
 //
-// The simulator interprets a schedule over byte counts; the executor (later)
+// The simulator interprets a schedule over byte counts; the executor
 // interprets the same schedule over real tensors, so the two agree by
 // construction. A schedule lists, for the block's forward and backward, which
 // op runs (forward, recompute or backward) and which activations are freed
@@ -18,10 +18,14 @@ namespace sacplan {
 
 // How a plan's save set is applied in backward.
 enum class Semantics {
-  // PyTorch eager selective activation checkpointing: saved ops keep their
-  // outputs (all of them, used or not); at the start of the block's backward
-  // every unsaved op is re-run in forward order. A block that saves every op
-  // is not wrapped at all and behaves as plain autograd.
+  // PyTorch eager selective activation checkpointing (non-reentrant
+  // torch.utils.checkpoint with a selective-checkpoint policy): saved ops'
+  // outputs (all of them) wait in the checkpoint's cache; in backward the
+  // block re-runs, recomputing unsaved ops in forward order, until every
+  // tensor autograd saved is back (early stop), and the cache and the
+  // block's input live until the backward of the block's first op that
+  // saved anything. A block that saves every op is not wrapped at all and
+  // behaves as plain autograd. docs/memory_model.md has the rules.
   kTorchSac,
   // sacplan's executor: only tensors some backward reads are kept or
   // recomputed; each is recomputed just before the first backward op that
@@ -45,26 +49,52 @@ struct ScheduleStep {
 };
 
 struct BlockSchedule {
-  std::vector<bool> kept;       // per tensor: held from forward to backward
+  // Per tensor: held from forward to backward. The carried input is kept
+  // unless the block frees it in forward (a torch-sac block that autograd
+  // runs plainly and whose backward does not read it). The block output is
+  // never marked: the next block (or the head) holds it.
+  std::vector<bool> kept;
   std::vector<int> free_at_backward_start;  // kept tensors backward never reads
+  // A forward step's free_after may name the carried input (category kept:
+  // the block before allocated it); a backward step's may name the block
+  // output when holds_output.
   std::vector<ScheduleStep> forward;
   std::vector<ScheduleStep> backward;  // recompute and backward steps
   int recomputed_ops = 0;
   double recompute_ms = 0;
+  // torch-sac, checkpointed: the block output's producer is saved, so the
+  // checkpoint cache keeps the output's storage alive into this block's
+  // backward, past the next block's (typically the re-run stops before the
+  // final residual add, and the storage lives until the frame dies). This
+  // block frees it (listed in a backward step's free_after); whoever else
+  // would free that storage (the next block as its carried input, or the
+  // head) must not.
+  bool holds_output = false;
 };
 
 // What a save mask keeps and recomputes, by the rules LowerBlock applies,
 // without building the schedule: cheap enough to screen many masks.
 struct SaveOutcome {
   std::vector<bool> kept;  // per tensor, as BlockSchedule::kept
-  int64_t kept_bytes = 0;  // sum over kept tensors, carried input included
+  // Bytes held after forward: the kept tensors, and the block output when
+  // the block holds it (as EvaluateBlock counts them).
+  int64_t kept_bytes = 0;
   double recompute_ms = 0;
-  // torch-sac with something unsaved: every unsaved op is re-run. Otherwise
-  // only the unsaved producers of what backward reads are recomputed.
-  bool rerun_all_unsaved = false;
+  // torch-sac with something unsaved: the block runs under checkpoint, and
+  // every unsaved op before the re-run's stop is recomputed. Otherwise only
+  // the unsaved producers of what backward reads are recomputed.
+  bool checkpointed = false;
+  bool holds_output = false;  // as BlockSchedule::holds_output
 };
 SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);
+
+// torch-sac: whether the backward re-run of a checkpointed block reaches op
+// `op` (recomputes it when unsaved, pops its cached outputs when saved): the
+// ops before the block's last saving op (BlockAnalysis::last_saving_op),
+// and that op itself when its backward reads one of its own outputs. The
+// re-run stops there (PyTorch's early stop).
+bool TorchSacRerunReaches(const BlockAnalysis& block, int op);
 
 // Lowers a save mask (one entry per op) to the block's schedule.
 BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
