@@ -45,6 +45,10 @@ SIZES = {
                   frames=4, height=32, width=32, text_tokens=32),    # 1024 tokens
     "large": dict(dim=128, ffn=512, heads=4, layers=5, batch=1,
                   frames=8, height=32, width=32, text_tokens=128),   # 2048 tokens
+    # Wan2.1-T2V-1.3B's blocks at a token count a CPU can step through
+    # (tests/test_capture_scale.py: capture time and identical op lists).
+    "1.3b-shape": dict(dim=1536, ffn=8960, heads=12, layers=30, batch=1,
+                       frames=1, height=8, width=8, text_tokens=16),  # 16 tokens
 }
 
 IN_CHANNELS = 16      # Wan's VAE latent channels
