@@ -178,8 +178,8 @@ absl::Status ValidateModel(const Model& model) {
   if (auto s = CheckBlocksConnect(model.blocks); !s.ok()) return s;
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
-      f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 || f.head_bytes < 0 ||
-      f.optimizer_step_bytes < 0) {
+      f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 ||
+      f.embedding_saved_bytes < 0 || f.head_bytes < 0 || f.optimizer_step_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
   if (f.head_fwd_ms < 0 || f.head_bwd_ms < 0 || f.optimizer_ms < 0) {

@@ -122,6 +122,8 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       ReadInt(j, "nonblock_grad_bytes", path, false, f.nonblock_grad_bytes));
   SACPLAN_RETURN_IF_ERROR(
       ReadInt(j, "embedding_grad_bytes", path, false, f.embedding_grad_bytes));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "embedding_saved_bytes", path, false, f.embedding_saved_bytes));
   SACPLAN_RETURN_IF_ERROR(ReadInt(j, "head_bytes", path, false, f.head_bytes));
   SACPLAN_RETURN_IF_ERROR(
       ReadInt(j, "optimizer_step_bytes", path, false, f.optimizer_step_bytes));
@@ -211,6 +213,7 @@ json ProfileToJson(const Profile& p) {
             {"optimizer_state_bytes", f.optimizer_state_bytes},
             {"nonblock_grad_bytes", f.nonblock_grad_bytes},
             {"embedding_grad_bytes", f.embedding_grad_bytes},
+            {"embedding_saved_bytes", f.embedding_saved_bytes},
             {"head_bytes", f.head_bytes},
             {"optimizer_step_bytes", f.optimizer_step_bytes},
             {"head_fwd_ms", f.head_fwd_ms},

@@ -222,6 +222,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   const BlockAnalysis& first = model.blocks.front();
   const int64_t embedding_out_bytes = first.tensors[first.carried_input].bytes;
   tracker.Alloc(MemoryCategory::kKept, embedding_out_bytes);
+  tracker.Alloc(MemoryCategory::kKept, fixed.embedding_saved_bytes);
   tracker.Mark({Phase::kSetup, -1, ""}, clock_ms);
 
   auto interpreter = [&](int b) {
@@ -257,6 +258,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   // their parameters' gradients.
   tracker.Alloc(MemoryCategory::kParamGrads, fixed.embedding_grad_bytes);
   tracker.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms);
+  tracker.Free(MemoryCategory::kKept, fixed.embedding_saved_bytes);
   tracker.Free(MemoryCategory::kActivationGrads, embedding_out_bytes);
   tracker.Free(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
 

@@ -32,8 +32,10 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
   StepConstants c;
+  // What the embeddings saved for their backward is live from setup to the
+  // embeddings' backward, so at every moment but the optimizer step's.
   const int64_t resident = fixed.param_bytes + fixed.optimizer_state_bytes +
-                           model.shared_input_bytes;
+                           model.shared_input_bytes + fixed.embedding_saved_bytes;
   c.forward_base = resident;
   const BlockAnalysis& last = model.blocks.back();
   const int64_t last_out = last.tensors[last.output].bytes;
@@ -54,7 +56,8 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   c.plan_independent_peak = std::max(
       {resident + first_in,
        resident + all_param_grads + first_in + model.shared_input_grad_bytes,
-       resident + all_param_grads + fixed.optimizer_step_bytes});
+       resident - fixed.embedding_saved_bytes + all_param_grads +
+           fixed.optimizer_step_bytes});
   return c;
 }
 

@@ -224,6 +224,30 @@ TEST(SimulateStepTest, TorchSacStepsFreeEveryActivationOnceWhateverTheMasks) {
   }
 }
 
+// What the embeddings save for their backward is live from setup until
+// the embeddings' backward: every block-phase moment carries it, so a peak
+// in the blocks' backward rises by exactly that much, and the optimizer
+// step, after it is freed, does not.
+TEST(SimulateStepTest, EmbeddingSavedBytesRaiseABlockPhasePeakByExactlyThatMuch) {
+  Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  model.fixed.optimizer_step_bytes = 300;
+  const SimulateOptions timeline{.record_timeline = true};
+  const StepResult before = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                          Semantics::kSacplan, timeline);
+  ASSERT_EQ(before.peak.phase, Phase::kBackward);
+  model.fixed.embedding_saved_bytes = 700;
+  const StepResult after = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                         Semantics::kSacplan, timeline);
+  EXPECT_EQ(after.peak_bytes, before.peak_bytes + 700);
+  EXPECT_EQ(after.peak.phase, Phase::kBackward);
+  EXPECT_EQ(after.peak.block, before.peak.block);
+  EXPECT_EQ(after.peak.op, before.peak.op);
+  EXPECT_EQ(LiveAt(after, Phase::kHead, -1, "embedding backward") -
+                LiveAt(before, Phase::kHead, -1, "embedding backward"),
+            700);
+  EXPECT_EQ(after.timeline.back().total_bytes, before.timeline.back().total_bytes);
+}
+
 TEST(SimulateStepTest, CheckpointingTheLastBlockDoesNotLowerThePeak) {
   const Model model = testing::ChainModel(3);
   const AnalyzedModel analyzed = *AnalyzeModel(model);

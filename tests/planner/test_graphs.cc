@@ -111,6 +111,7 @@ Model RandomModel(int blocks, int ops, uint32_t seed, bool identical) {
   model.fixed.nonblock_grad_bytes = 8 * (rng() % 4);
   model.fixed.embedding_grad_bytes = 8 * (rng() % 40);
   model.fixed.head_bytes = 8 * (rng() % 6);
+  model.fixed.embedding_saved_bytes = 8 * (seed % 5);
   model.fixed.head_fwd_ms = 1;
   model.fixed.head_bwd_ms = 2;
   model.fixed.optimizer_ms = 0.5;

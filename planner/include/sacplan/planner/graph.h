@@ -79,6 +79,11 @@ struct FixedMemory {
   // embeddings; the token table): the embeddings' backward allocates them
   // after every block's backward, so they are not live at the blocks' peak.
   int64_t embedding_grad_bytes = 0;
+  // Activations the non-block parts that run before block 0 (patch, text
+  // and time embeddings, the noised latents, the loss target) hold for their
+  // backward: live from before block 0's forward until the embeddings'
+  // backward has run, after every block's backward.
+  int64_t embedding_saved_bytes = 0;
   // Extra bytes held during the loss/head (logits, loss buffers) on top of the
   // last block's output.
   int64_t head_bytes = 0;

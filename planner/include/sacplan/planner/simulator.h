@@ -1,7 +1,8 @@
 // The step simulator: memory and time of one whole training step under a
-// plan. Setup (parameters, optimizer state, shared inputs, embedding output),
-// forward through every block, head and loss, backward through the blocks in
-// reverse with recompute, then the optimizer step.
+// plan. Setup (parameters, optimizer state, shared inputs, embedding output
+// and what the embeddings save for their backward), forward through every
+// block, head and loss, backward through the blocks in reverse with
+// recompute, the embeddings' backward, then the optimizer step.
 #ifndef SACPLAN_PLANNER_SIMULATOR_H_
 #define SACPLAN_PLANNER_SIMULATOR_H_
 
