@@ -58,6 +58,7 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     node.bwd_workspace_bytes = op.bwd_workspace_bytes;
     node.param_bytes = op.param_bytes;
     node.collective = op.collective;
+    node.never_save = op.never_save;
     node.passes_grad_through = op.kind == "add" && op.outputs.size() == 1;
     a.param_bytes += op.param_bytes;
     a.fwd_ms += op.fwd_ms;

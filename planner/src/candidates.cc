@@ -7,12 +7,28 @@
 namespace sacplan {
 namespace {
 
+// Ops a checkpointed block may save or not: collectives are always saved,
+// never_save ops never are.
 std::vector<int> FreeOps(const BlockAnalysis& block) {
   std::vector<int> free_ops;
   for (int k = 0; k < block.op_count(); ++k) {
-    if (!block.ops[k].collective) free_ops.push_back(k);
+    if (!block.ops[k].collective && !block.ops[k].never_save) free_ops.push_back(k);
   }
   return free_ops;
+}
+
+bool Checkpointed(const BlockAnalysis& block, const SaveMask& mask) {
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (!mask[k] && !block.ops[k].collective) return true;
+  }
+  return false;
+}
+
+bool HasNeverSave(const BlockAnalysis& block) {
+  for (const OpNode& op : block.ops) {
+    if (op.never_save) return true;
+  }
+  return false;
 }
 
 // A partial decision: bytes kept and time recomputed so far.
@@ -108,7 +124,7 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
         Label saved = label;
         saved.kept_bytes += required_bytes;
         saved.mask[k] = true;
-        saved_into.push_back(std::move(saved));
+        if (!op.never_save) saved_into.push_back(std::move(saved));
       }
       if (op.collective) continue;
       State recomputed = cleared;
@@ -129,6 +145,8 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
   for (auto& [state, labels] : states) {
     for (Label& label : labels) masks.push_back(std::move(label.mask));
   }
+  // No checkpoint at all may still keep never_save ops.
+  if (HasNeverSave(block)) masks.push_back(SaveMask(block.op_count(), true));
   return masks;
 }
 
@@ -195,15 +213,15 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block) {
     }
     masks.push_back(std::move(mask));
   }
+  // Not checkpointing the block may keep never_save ops too.
+  if (HasNeverSave(block)) masks.push_back(SaveMask(block.op_count(), true));
   return masks;
 }
 
 std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
                                        std::vector<SaveMask> masks) {
   for (SaveMask& mask : masks) {
-    bool checkpointed = false;
-    for (int k : FreeOps(block)) checkpointed |= !mask[k];
-    if (!checkpointed) continue;
+    if (!Checkpointed(block, mask)) continue;
     for (int k : FreeOps(block)) {
       if (!TorchSacRerunReaches(block, k)) mask[k] = false;
     }
@@ -228,6 +246,13 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
     for (int k : free_ops) {
       SaveMask flipped = masks[i];
       flipped[k] = !flipped[k];
+      // Unsaving one op of an uncheckpointed block checkpoints it, and a
+      // checkpointed block keeps no never_save op.
+      if (Checkpointed(block, flipped)) {
+        for (int j = 0; j < block.op_count(); ++j) {
+          if (block.ops[j].never_save) flipped[j] = false;
+        }
+      }
       masks.push_back(std::move(flipped));
     }
   }

@@ -201,6 +201,7 @@ bool SameOp(const Op& a, const Op& b) {
       a.bwd_ms != b.bwd_ms || a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
       a.param_bytes != b.param_bytes || a.collective != b.collective ||
+      a.never_save != b.never_save ||
       a.outputs.size() != b.outputs.size()) {
     return false;
   }

@@ -32,6 +32,7 @@ SaveMask BlockMask(const Block& block, const std::string& name) {
       if (attention) mask[k] = true;
     }
     // "full": nothing but collectives, which LowerBlock always keeps.
+    if (name != "none" && block.ops[k].never_save) mask[k] = false;
   }
   return mask;
 }

@@ -58,6 +58,7 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
       ReadInt(j, "bwd_workspace_bytes", path, false, op.bwd_workspace_bytes));
   SACPLAN_RETURN_IF_ERROR(ReadInt(j, "param_bytes", path, false, op.param_bytes));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
+  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
   return absl::OkStatus();
 }
 
@@ -77,7 +78,8 @@ json OpToJson(const Op& op) {
           {"workspace_bytes", op.workspace_bytes},
           {"bwd_workspace_bytes", op.bwd_workspace_bytes},
           {"param_bytes", op.param_bytes},
-          {"collective", op.collective}};
+          {"collective", op.collective},
+          {"never_save", op.never_save}};
 }
 
 absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {

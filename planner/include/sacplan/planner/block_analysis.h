@@ -36,6 +36,7 @@ struct OpNode {
   int64_t param_bytes = 0;
   int64_t output_bytes = 0;  // sum over outputs
   bool collective = false;
+  bool never_save = false;  // see Op::never_save
   // Kind "add" with one output: backward hands the output's gradient to each
   // input of the same size without allocating (autograd's AddBackward).
   bool passes_grad_through = false;

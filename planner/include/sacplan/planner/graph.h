@@ -57,6 +57,11 @@ struct Op {
   int64_t bwd_workspace_bytes = 0;  // scratch held only while backward runs
   int64_t param_bytes = 0;  // gradient bytes this op's backward allocates
   bool collective = false;  // never recomputed: re-issuing can deadlock ranks
+  // Never saved in a checkpointed block: a later call writes its output in
+  // place, and PyTorch's selective checkpointing refuses a cached tensor
+  // that changed. (Saving every op of a block, which is no checkpoint, is
+  // still allowed.) Set by sacplan_torch's capture.
+  bool never_save = false;
 };
 
 struct Block {
