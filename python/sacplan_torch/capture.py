@@ -151,6 +151,10 @@ class _Tracer(TorchDispatchMode):
         self.marking = False
         self.traces: List[Optional[_BlockTrace]] = [None] * len(blocks)
         self.backward_started = False
+        # Storage made during the step outside the blocks, and what the
+        # graph before block 0 keeps of it (the embeddings' saved tensors).
+        self.made_outside: set = set()
+        self.embedding_saved_bytes = 0
         self.namers = [OpNamer(module) for _, module in blocks]
         self.handles = []
         for i, (_, module) in enumerate(blocks):
@@ -203,6 +207,9 @@ class _Tracer(TorchDispatchMode):
                 raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
+            if i == 0 and self.structure:
+                self.embedding_saved_bytes = self._held_before_blocks(
+                    [v for _, v in named if isinstance(v, torch.Tensor)], set(trace.input_ids))
             self.traces[i] = trace
             self.current = trace
         return hook
@@ -225,6 +232,27 @@ class _Tracer(TorchDispatchMode):
         return hook
 
     # Autograd graph --------------------------------------------------------
+    def _held_before_blocks(self, inputs: List[torch.Tensor], input_keys: set) -> int:
+        """Bytes the autograd graph behind block 0's inputs keeps for its
+        backward, counting only storage the step itself made: held from
+        here until the embeddings' backward, after every block's."""
+        stack = [t.grad_fn for t in inputs if t.grad_fn is not None]
+        seen, counted, total = set(), set(), 0
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            for saved in _saved_tensors(node):
+                key = _key(saved)
+                if (key is None or key in counted or key in input_keys
+                        or key in self.resident or key not in self.made_outside):
+                    continue
+                counted.add(key)
+                total += saved.untyped_storage().nbytes()
+            stack.extend(fn for fn, _ in node.next_functions)
+        return total
+
     def _walk_nodes(self, trace: _BlockTrace, outs: List[torch.Tensor]) -> None:
         end_seq = torch._C._autograd._get_sequence_nr()
         stack = [t.grad_fn for t in outs if t.grad_fn is not None]
@@ -292,7 +320,10 @@ class _Tracer(TorchDispatchMode):
         kwargs = kwargs or {}
         trace = self.current
         if trace is None or self.marking or not is_named(func):
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if trace is None and self.structure and not self.backward_started:
+                self.made_outside.update(_key(t) for t in _tensors(out))
+            return out
         op_id = self.namers[trace.index].name(func)
         seq = torch._C._autograd._get_sequence_nr()
         node_seq = seq - 1 if seq != trace.last_seq else None
@@ -635,7 +666,6 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     first, last = traces[0], traces[-1]
     carried_bytes = first.inputs[0]["bytes"]
     shared = [inp for inp in first.inputs if inp["kind"] == "shared"]
-    shared_bytes = sum(inp["bytes"] for inp in shared)
     shared_grad_bytes = sum(inp["bytes"] for inp in shared if inp["requires_grad"])
     last_out_bytes = next(o.bytes for op in last.ops for o in op.outputs if o.id == last.output)
     nonblock_grad_bytes = sum(head_grads)
@@ -646,7 +676,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         "optimizer_state_bytes": _unique_storage_bytes(optimizer_state_tensors(optimizer)),
         "nonblock_grad_bytes": nonblock_grad_bytes,
         "embedding_grad_bytes": sum(embedding_grads),
-        "embedding_saved_bytes": max(0, log.live("fwd_start0") - carried_bytes - shared_bytes),
+        "embedding_saved_bytes": tracer.embedding_saved_bytes,
         "head_bytes": max(0, head_peak - nonblock_grad_bytes - last_out_bytes - shared_grad_bytes),
         "optimizer_step_bytes": max(0, log.peak("bwd_end", "opt_end") - log.live("bwd_end")),
         "head_fwd_ms": round(max(0.0, statistics.median(phase["forward"]) - blocks_fwd_ms), 6),
