@@ -16,7 +16,7 @@ ctest --preset default
 # sacplan_torch (python/): capture, apply_plan, measure_peak, FSDP2 on two
 # gloo ranks, and predicted against measured peaks through the planner just
 # built.
-SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q
+OMP_NUM_THREADS=1 SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q
 
 # LeakSanitizer stops the process's threads with ptrace to scan memory, which
 # some containers forbid; it works on this project's machines (checked), so
