@@ -86,7 +86,10 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
     RunOpForward(state, b, step.op, table);
     FreeAll(table, step.free_after);
   }
-  // The output now belongs to the next block (or the head).
+  // The output now belongs to the next block (or the head). A block whose
+  // checkpoint cache holds it (torch-sac) keeps a reference until the
+  // backward step its schedule frees it after.
+  if ((*state.schedules)[b].holds_output) return table[block.output];
   return std::exchange(table[block.output], at::Tensor());
 }
 
