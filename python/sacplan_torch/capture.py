@@ -36,7 +36,7 @@ from torch.utils._pytree import tree_flatten
 from .blocks import BlockSpec, find_blocks
 from .errors import SacplanError
 from .graph import BlockRecord, OpRecord, TensorRecord, dtype_name, op_kind
-from .memory import AllocationLog, optimizer_state_tensors, _unique_storage_bytes
+from .memory import AllocationLog, _sync, _unique_storage_bytes, optimizer_state_tensors
 from .naming import OpNamer, aten_name, is_collective, is_named
 from .plan import PROFILE_SCHEMA, model_fingerprint
 
@@ -480,9 +480,13 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def _add_samples(traces, clock: _Clock, fwd_samples, bwd_samples) -> None:
+    """One step's forward and backward time per op, appended per block."""
+    for i, trace in enumerate(traces):
+        for op_id, spans in trace.fwd_spans.items():
+            fwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
+        for op_id, spans in trace.bwd_spans.items():
+            bwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
 
 
 def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
@@ -575,11 +579,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
 
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
-    for i, trace in enumerate(traces):
-        for op_id, spans in trace.fwd_spans.items():
-            fwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
-        for op_id, spans in trace.bwd_spans.items():
-            bwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
+    _add_samples(traces, clock, fwd_samples, bwd_samples)
     for _ in range(repeats):
         timer = _Tracer(found, resident, clock, structure=False)
         try:
@@ -590,11 +590,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
             _sync(device)
         finally:
             timer.remove()
-        for i, trace in enumerate(timer.traces):
-            for op_id, spans in trace.fwd_spans.items():
-                fwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
-            for op_id, spans in trace.bwd_spans.items():
-                bwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
+        _add_samples(timer.traces, clock, fwd_samples, bwd_samples)
         bar.advance("op times")
 
     # Plain steps: the wall time of each phase and of each block's forward,
