@@ -17,13 +17,6 @@ std::vector<int> FreeOps(const BlockAnalysis& block) {
   return free_ops;
 }
 
-bool Checkpointed(const BlockAnalysis& block, const SaveMask& mask) {
-  for (int k = 0; k < block.op_count(); ++k) {
-    if (!mask[k] && !block.ops[k].collective) return true;
-  }
-  return false;
-}
-
 bool HasNeverSave(const BlockAnalysis& block) {
   for (const OpNode& op : block.ops) {
     if (op.never_save) return true;
@@ -221,7 +214,7 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block) {
 std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
                                        std::vector<SaveMask> masks) {
   for (SaveMask& mask : masks) {
-    if (!Checkpointed(block, mask)) continue;
+    if (EveryOpSaved(block, mask)) continue;
     for (int k : FreeOps(block)) {
       if (!TorchSacRerunReaches(block, k)) mask[k] = false;
     }
@@ -248,7 +241,7 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
       flipped[k] = !flipped[k];
       // Unsaving one op of an uncheckpointed block checkpoints it, and a
       // checkpointed block keeps no never_save op.
-      if (Checkpointed(block, flipped)) {
+      if (!EveryOpSaved(block, flipped)) {
         for (int j = 0; j < block.op_count(); ++j) {
           if (block.ops[j].never_save) flipped[j] = false;
         }

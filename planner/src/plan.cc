@@ -53,11 +53,7 @@ absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
       masks[block.index][op] = true;
     }
     const SaveMask& mask = masks[block.index];
-    bool checkpointed = false;
-    for (int k = 0; k < analysis.op_count(); ++k) {
-      checkpointed |= !mask[k] && !analysis.ops[k].collective;
-    }
-    for (int k = 0; checkpointed && k < analysis.op_count(); ++k) {
+    for (int k = 0; !EveryOpSaved(analysis, mask) && k < analysis.op_count(); ++k) {
       if (mask[k] && analysis.ops[k].never_save) {
         return absl::InvalidArgumentError(absl::StrCat(
             "plan block ", block.index, " saves op '", analysis.op_ids[k],

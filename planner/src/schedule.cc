@@ -17,18 +17,19 @@ absl::StatusOr<Semantics> ParseSemantics(const std::string& name) {
       "unknown semantics '", name, "' (expected torch-sac or sacplan)"));
 }
 
+bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved) {
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (!saved[k] && !block.ops[k].collective) return false;
+  }
+  return true;
+}
+
 namespace {
 
 bool IsSaved(const BlockAnalysis& block, const SaveMask& saved, int op) {
   return saved[op] || block.ops[op].collective;
 }
 
-bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved) {
-  for (int k = 0; k < block.op_count(); ++k) {
-    if (!IsSaved(block, saved, k)) return false;
-  }
-  return true;
-}
 
 // What the forward of a checkpointed torch-sac block leaves behind: the
 // cache (_CachingTorchDispatchMode) holds every output of every saved op

@@ -86,6 +86,10 @@ struct SaveOutcome {
   bool checkpointed = false;
   bool holds_output = false;  // as BlockSchedule::holds_output
 };
+// Whether `saved` keeps every op of the block (collectives always count as
+// saved): such a block is not checkpointed at all under either semantics.
+bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved);
+
 SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);
 
