@@ -660,7 +660,6 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         records.append(record)
 
     first, last = traces[0], traces[-1]
-    carried_bytes = first.inputs[0]["bytes"]
     shared = [inp for inp in first.inputs if inp["kind"] == "shared"]
     shared_grad_bytes = sum(inp["bytes"] for inp in shared if inp["requires_grad"])
     last_out_bytes = next(o.bytes for op in last.ops for o in op.outputs if o.id == last.output)

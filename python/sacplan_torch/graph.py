@@ -4,7 +4,7 @@ tensors, which tensors they read, and which autograd keeps for backward."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import torch
 
@@ -99,8 +99,6 @@ class BlockRecord:
     inputs: List[dict]
     ops: List[OpRecord]
     output: Optional[str] = None
-    # op index -> per-repeat times, filled by timing passes
-    producer: Dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"index": self.index, "name": self.name, "inputs": self.inputs,

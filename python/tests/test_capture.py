@@ -8,7 +8,6 @@ import os
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import sacplan_torch
