@@ -26,12 +26,14 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+
+import toy_transformer
+from toy_transformer import Net
 
 DIM, HEADS, HIDDEN = 16, 2, 40
 LOCAL_BATCH, TOKENS, IN, OUT = 2, 6, 8, 4
@@ -45,68 +47,9 @@ MATMULS = ["attn.qkv.addmm", "attn.out.addmm", "mlp.fc1.addmm", "mlp.fc2.addmm"]
 ATTENTION_OP = "_scaled_dot_product_flash_attention_for_cpu"
 
 
-def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
-    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.LayerNorm(DIM)
-        self.qkv = nn.Linear(DIM, 3 * DIM)
-        self.out = nn.Linear(DIM, DIM)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        qkv = self.qkv(self.norm(x)).view(b, t, 3, HEADS, d // HEADS)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        a = F.scaled_dot_product_attention(q, k, v)
-        return self.out(a.transpose(1, 2).reshape(b, t, d))
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(DIM, HIDDEN)
-        self.norm = nn.LayerNorm(HIDDEN)
-        self.fc2 = nn.Linear(HIDDEN, DIM)
-
-    def forward(self, x):
-        return self.fc2(tanh_gelu(self.norm(self.fc1(x))))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.attn = Attention()
-        self.mlp = MLP()
-
-    def forward(self, x):
-        x = x + self.attn(x)
-        return x + self.mlp(x)
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Linear(IN, DIM)
-        self.blocks = nn.ModuleList(Block() for _ in range(NBLOCKS))
-        self.head = nn.Linear(DIM, OUT)
-
-    def forward(self, x):
-        h = self.embed(x)
-        for block in self.blocks:
-            h = block(h)
-        return self.head(h)
-
-
 def make_net() -> Net:
-    torch.manual_seed(0)
-    net = Net()
-    with torch.no_grad():
-        for p in net.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    return net
+    return toy_transformer.make_net(dim=DIM, heads=HEADS, hidden=HIDDEN, blocks=NBLOCKS,
+                                    inputs=IN, outputs=OUT)
 
 
 def global_batch(step: int):

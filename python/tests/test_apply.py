@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils._python_dispatch import TorchDispatchMode
+
+import toy_transformer
+from toy_transformer import Block, Net
 
 from sacplan_torch import SacplanError, apply_plan
 from sacplan_torch.naming import OpNamer, aten_name, is_named
@@ -35,69 +37,11 @@ BATCH, TOKENS, IN, OUT = 2, 8, 8, 4
 NBLOCKS = 3
 
 
-def tanh_gelu(x: torch.Tensor) -> torch.Tensor:
-    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.LayerNorm(DIM)
-        self.qkv = nn.Linear(DIM, 3 * DIM)
-        self.out = nn.Linear(DIM, DIM)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        qkv = self.qkv(self.norm(x)).view(b, t, 3, HEADS, d // HEADS)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        a = F.scaled_dot_product_attention(q, k, v)
-        return self.out(a.transpose(1, 2).reshape(b, t, d))
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(DIM, HIDDEN)
-        self.norm = nn.LayerNorm(HIDDEN)
-        self.fc2 = nn.Linear(HIDDEN, DIM)
-
-    def forward(self, x):
-        return self.fc2(tanh_gelu(self.norm(self.fc1(x))))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.attn = Attention()
-        self.mlp = MLP()
-
-    def forward(self, x):
-        x = x + self.attn(x)
-        return x + self.mlp(x)
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Linear(IN, DIM)
-        self.blocks = nn.ModuleList(Block() for _ in range(NBLOCKS))
-        self.head = nn.Linear(DIM, OUT)
-
-    def forward(self, x):
-        h = self.embed(x)
-        for block in self.blocks:
-            h = block(h)
-        return self.head(h)
+SIZES = dict(dim=DIM, heads=HEADS, hidden=HIDDEN, blocks=NBLOCKS, inputs=IN, outputs=OUT)
 
 
 def make_net() -> Net:
-    torch.manual_seed(0)
-    net = Net()
-    # Non-zero biases everywhere, so that a wrong bias gradient shows.
-    with torch.no_grad():
-        for p in net.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    return net
+    return toy_transformer.make_net(**SIZES)
 
 
 def make_batch(batch: int = BATCH):
@@ -297,8 +241,8 @@ class ShiftBlock(Block):
 
 class ConditionedNet(Net):
     def __init__(self):
-        super().__init__()
-        self.blocks = nn.ModuleList(ShiftBlock() for _ in range(NBLOCKS))
+        super().__init__(**SIZES)
+        self.blocks = nn.ModuleList(ShiftBlock(DIM, HEADS, HIDDEN) for _ in range(NBLOCKS))
         self.cond = nn.Linear(IN, 2 * DIM)
 
     def forward(self, x):
