@@ -38,6 +38,10 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     for (const std::string& in : op.inputs) {
       const int t = tensor_index.at(in);
       node.inputs.push_back(t);
+      const auto slice = op.input_grad_bytes.find(in);
+      node.input_grad_bytes.push_back(slice != op.input_grad_bytes.end()
+                                          ? slice->second
+                                          : a.tensors[t].bytes);
       // An op reading the same tensor twice consumes it once.
       auto& consumers = a.tensors[t].consumers;
       if (consumers.empty() || consumers.back() != k) consumers.push_back(k);
@@ -59,7 +63,11 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     node.param_bytes = op.param_bytes;
     node.collective = op.collective;
     node.never_save = op.never_save;
-    node.passes_grad_through = op.kind == "add" && op.outputs.size() == 1;
+    // Autograd's AddBackward and CloneBackward return the output's gradient
+    // itself to every input of its size.
+    node.passes_grad_through =
+        (op.kind == "add" || op.kind == "clone") && op.outputs.size() == 1;
+    node.splits_grad = (op.kind == "cat" || op.kind == "stack") && op.outputs.size() == 1;
     a.param_bytes += op.param_bytes;
     a.fwd_ms += op.fwd_ms;
     a.bwd_ms += op.bwd_ms;

@@ -1,5 +1,7 @@
 #include "sacplan/planner/graph.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -82,6 +84,7 @@ absl::Status CheckBlocksConnect(const std::vector<Block>& blocks) {
 
 absl::Status ValidateBlock(const Block& block) {
   std::set<std::string> defined;
+  std::map<std::string, int64_t> tensor_bytes;  // of every tensor defined so far
   std::set<std::string> op_ids;
   int carried = 0;
   for (size_t i = 0; i < block.inputs.size(); ++i) {
@@ -89,6 +92,7 @@ absl::Status ValidateBlock(const Block& block) {
     if (auto s = CheckTensor(block, where, block.inputs[i].tensor); !s.ok()) {
       return s;
     }
+    tensor_bytes[block.inputs[i].tensor.id] = block.inputs[i].tensor.bytes;
     if (!defined.insert(block.inputs[i].tensor.id).second) {
       return Bad(block, where + ".id",
                  absl::StrCat("duplicate tensor id '", block.inputs[i].tensor.id,
@@ -131,12 +135,27 @@ absl::Status ValidateBlock(const Block& block) {
                    absl::StrCat("duplicate tensor id '", op.outputs[o].id, "'"));
       }
       own.insert(op.outputs[o].id);
+      tensor_bytes[op.outputs[o].id] = op.outputs[o].bytes;
     }
     for (const std::string& need : op.backward_needs) {
       if (!own.count(need)) {
         return Bad(block, where + ".backward_needs",
                    absl::StrCat("op '", op.id, "' backward needs '", need,
                                 "', which is neither its input nor its output"));
+      }
+    }
+    for (const auto& [in, grad_bytes] : op.input_grad_bytes) {
+      if (!std::count(op.inputs.begin(), op.inputs.end(), in)) {
+        return Bad(block, where + ".input_grad_bytes",
+                   absl::StrCat("op '", op.id, "' gives a gradient size for '", in,
+                                "', which is not its input"));
+      }
+      const int64_t whole = tensor_bytes.at(in);
+      if (grad_bytes <= 0 || grad_bytes >= whole) {
+        return Bad(block, where + ".input_grad_bytes",
+                   absl::StrCat("op '", op.id, "': the gradient of the slice of '", in,
+                                "' it reads must be more than 0 and less than the "
+                                "tensor's ", whole, " bytes, got ", grad_bytes));
       }
     }
     if (op.fwd_ms < 0 || op.bwd_ms < 0 || op.flops < 0 || op.bytes_moved < 0) {
@@ -201,7 +220,7 @@ bool SameOp(const Op& a, const Op& b) {
       a.bwd_ms != b.bwd_ms || a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
       a.param_bytes != b.param_bytes || a.collective != b.collective ||
-      a.never_save != b.never_save ||
+      a.never_save != b.never_save || a.input_grad_bytes != b.input_grad_bytes ||
       a.outputs.size() != b.outputs.size()) {
     return false;
   }

@@ -59,27 +59,37 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
   SACPLAN_RETURN_IF_ERROR(ReadInt(j, "param_bytes", path, false, op.param_bytes));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
+  if (const json* grads = json_fields::Find(j, "input_grad_bytes"); grads != nullptr) {
+    const std::string gpath = path + ".input_grad_bytes";
+    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*grads, gpath));
+    for (const auto& [input, value] : grads->items()) {
+      SACPLAN_RETURN_IF_ERROR(
+          ReadInt(*grads, input, gpath, true, op.input_grad_bytes[input]));
+    }
+  }
   return absl::OkStatus();
 }
 
 json OpToJson(const Op& op) {
   json outputs = json::array();
   for (const TensorInfo& t : op.outputs) outputs.push_back(TensorToJson(t));
-  return {{"id", op.id},
-          {"kind", op.kind},
-          {"has_bias", op.has_bias},
-          {"inputs", op.inputs},
-          {"outputs", outputs},
-          {"backward_needs", op.backward_needs},
-          {"flops", op.flops},
-          {"bytes_moved", op.bytes_moved},
-          {"fwd_ms", op.fwd_ms},
-          {"bwd_ms", op.bwd_ms},
-          {"workspace_bytes", op.workspace_bytes},
-          {"bwd_workspace_bytes", op.bwd_workspace_bytes},
-          {"param_bytes", op.param_bytes},
-          {"collective", op.collective},
-          {"never_save", op.never_save}};
+  json doc = {{"id", op.id},
+              {"kind", op.kind},
+              {"has_bias", op.has_bias},
+              {"inputs", op.inputs},
+              {"outputs", outputs},
+              {"backward_needs", op.backward_needs},
+              {"flops", op.flops},
+              {"bytes_moved", op.bytes_moved},
+              {"fwd_ms", op.fwd_ms},
+              {"bwd_ms", op.bwd_ms},
+              {"workspace_bytes", op.workspace_bytes},
+              {"bwd_workspace_bytes", op.bwd_workspace_bytes},
+              {"param_bytes", op.param_bytes},
+              {"collective", op.collective},
+              {"never_save", op.never_save}};
+  if (!op.input_grad_bytes.empty()) doc["input_grad_bytes"] = op.input_grad_bytes;
+  return doc;
 }
 
 absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {

@@ -66,56 +66,87 @@ class BlockInterpreter {
       }
       for (int t : step.free_after) FreeActivation(t, recomputed[t]);
     }
+    JoinSlices(block_.carried_input, 0);
   }
 
  private:
   // Activation gradients as buffers that several tensors may share: an add's
   // backward hands its output's gradient to its same-sized inputs without a
-  // copy, as autograd does. A buffer is freed when its last tensor lets go.
+  // copy, as autograd does, and a cat's hands each input a view of its
+  // slice. A buffer is freed when its last holder lets go. A tensor read in
+  // slices also holds each slice's gradient until they are joined.
   class GradBuffers {
    public:
-    explicit GradBuffers(int tensor_count = 0) : buffer_of_(tensor_count, -1) {}
+    explicit GradBuffers(int tensor_count = 0)
+        : buffer_of_(tensor_count, -1), slices_of_(tensor_count) {}
     bool live(int t) const { return buffer_of_[t] >= 0; }
     bool shared(int t) const { return refs_[buffer_of_[t]] > 1; }
+    bool has_slices(int t) const { return !slices_of_[t].empty(); }
     // t's gradient is already allocated (by the caller or the block after).
-    void Adopt(int t, int64_t bytes) {
-      buffer_of_[t] = static_cast<int>(refs_.size());
-      refs_.push_back(1);
-      bytes_.push_back(bytes);
-    }
-    void Alias(int t, int from) {
-      buffer_of_[t] = buffer_of_[from];
-      refs_[buffer_of_[t]] += 1;
-    }
+    void Adopt(int t, int64_t bytes) { buffer_of_[t] = NewBuffer(bytes); }
+    void Alias(int t, int from) { buffer_of_[t] = Ref(buffer_of_[from]); }
+    // The gradient of a slice of t: allocated by the caller, or a view of
+    // from's gradient.
+    void AdoptSlice(int t, int64_t bytes) { slices_of_[t].push_back(NewBuffer(bytes)); }
+    void AliasSlice(int t, int from) { slices_of_[t].push_back(Ref(buffer_of_[from])); }
     // Drops t's reference; returns the bytes freed (0 while others hold it).
-    int64_t Release(int t) {
-      const int b = std::exchange(buffer_of_[t], -1);
-      return --refs_[b] == 0 ? bytes_[b] : 0;
+    int64_t Release(int t) { return Unref(std::exchange(buffer_of_[t], -1)); }
+    // Drops the references of t's slices; returns the bytes freed.
+    int64_t ReleaseSlices(int t) {
+      int64_t freed_bytes = 0;
+      for (int b : slices_of_[t]) freed_bytes += Unref(b);
+      slices_of_[t].clear();
+      return freed_bytes;
     }
 
    private:
+    int NewBuffer(int64_t bytes) {
+      refs_.push_back(1);
+      bytes_.push_back(bytes);
+      return static_cast<int>(refs_.size()) - 1;
+    }
+    int Ref(int b) {
+      refs_[b] += 1;
+      return b;
+    }
+    int64_t Unref(int b) { return --refs_[b] == 0 ? bytes_[b] : 0; }
+
     std::vector<int> buffer_of_;
+    std::vector<std::vector<int>> slices_of_;
     std::vector<int> refs_;
     std::vector<int64_t> bytes_;
   };
 
   // One op's backward. An input gradient the op produces is a new buffer, an
-  // alias (a pass-through add), or is added into the live one: in place when
-  // nobody shares it (the op's fresh result is scratch while it runs), into
-  // a new buffer otherwise. Shared inputs' gradients accumulate in place
-  // into buffers the step allocated once.
+  // alias (a pass-through add or clone, a cat's slice), or is added into the
+  // live one: in place when nobody shares it (the op's fresh result is
+  // scratch while it runs), into a new buffer otherwise. Shared inputs'
+  // gradients accumulate in place into buffers the step allocated once. The
+  // gradient of an input read in slices is a slice-sized buffer of its own.
   void BackwardOp(int k) {
     const OpNode& op = block_.ops[k];
+    for (int out : op.outputs) JoinSlices(out, k);
     int64_t scratch_bytes = 0;
-    const int pass_from = op.passes_grad_through && grads_.live(op.outputs[0])
+    const int pass_from = (op.passes_grad_through || op.splits_grad) &&
+                                  grads_.live(op.outputs[0])
                               ? op.outputs[0]
                               : -1;
-    for (int in : op.inputs) {
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const int in = op.inputs[i];
       const TensorNode& node = block_.tensors[in];
       if (!node.requires_grad) continue;
-      const bool alias = pass_from >= 0 && node.bytes == block_.tensors[pass_from].bytes;
+      const int64_t grad_bytes = op.input_grad_bytes[i];
+      const bool alias = pass_from >= 0 &&
+                         (op.splits_grad || grad_bytes == block_.tensors[pass_from].bytes);
       if (node.shared_input) {
-        if (!alias) scratch_bytes += node.bytes;
+        if (!alias) scratch_bytes += grad_bytes;
+      } else if (grad_bytes < node.bytes) {
+        if (alias) {
+          grads_.AliasSlice(in, pass_from);
+        } else {
+          tracker_.Alloc(MemoryCategory::kActivationGrads, grad_bytes);
+          grads_.AdoptSlice(in, grad_bytes);
+        }
       } else if (!grads_.live(in)) {
         if (alias) {
           grads_.Alias(in, pass_from);
@@ -137,6 +168,25 @@ class BlockInterpreter {
     for (int out : op.outputs) {
       if (!grads_.live(out)) continue;
       tracker_.Free(MemoryCategory::kActivationGrads, grads_.Release(out));
+    }
+  }
+
+  // Autograd joins the gradients of t's slices into one gradient of the
+  // whole tensor (the backward of the split or slicing view) once every
+  // reader's backward has run, which the schedule places before op k's
+  // backward (k produces t, or is the block's first op for its carried
+  // input). The join holds the slices and the whole at once. A gradient of
+  // all of t that a whole-tensor reader made takes the joined one in place.
+  void JoinSlices(int t, int k) {
+    if (!grads_.has_slices(t)) return;
+    const int64_t bytes = block_.tensors[t].bytes;
+    tracker_.Alloc(MemoryCategory::kActivationGrads, bytes);
+    tracker_.Mark({Phase::kBackward, block_index_, block_.op_ids[k]}, clock_ms_);
+    tracker_.Free(MemoryCategory::kActivationGrads, grads_.ReleaseSlices(t));
+    if (grads_.live(t)) {
+      tracker_.Free(MemoryCategory::kActivationGrads, bytes);
+    } else {
+      grads_.Adopt(t, bytes);
     }
   }
 

@@ -366,7 +366,7 @@ class _Tracer(TorchDispatchMode):
                 continue
             tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
             if tensor_id is not None:
-                op.read(tensor_id)
+                op.read(tensor_id, t)
         for key in written:
             # A cached output must not change after it is cached (SAC checks
             # the version): neither the call that writes a tensor in place

@@ -4,7 +4,7 @@ tensors, which tensors they read, and which autograd keeps for backward."""
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import torch
 
@@ -39,10 +39,40 @@ class OpRecord:
     # PyTorch's selective checkpointing cannot cache this op's output: an
     # in-place call writes it later (or the op is that in-place call).
     never_save: bool = False
+    # Per input read only in slices (views of part of its storage): the
+    # distinct slices, as (offset, shape, stride) -> bytes. Absent: read whole.
+    slices: Dict[str, Dict[tuple, int]] = dataclasses.field(default_factory=dict)
+    whole_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)
 
-    def read(self, tensor_id: str) -> None:
-        if tensor_id not in self.inputs:
+    def read(self, tensor_id: str, t: Optional[torch.Tensor] = None) -> None:
+        """Records that the op reads `tensor_id`, through `t` when given: a
+        view of part of the tensor's storage is a slice, whose gradient
+        autograd makes at the slice's size (input_grad_bytes)."""
+        first = tensor_id not in self.inputs
+        if first:
             self.inputs.append(tensor_id)
+        if t is None:
+            return
+        whole = t.untyped_storage().nbytes()
+        view_bytes = t.numel() * t.element_size()
+        if view_bytes >= whole:
+            self.slices.pop(tensor_id, None)
+            self.whole_bytes.pop(tensor_id, None)
+            return
+        if first or tensor_id in self.slices:
+            view = (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+            self.slices.setdefault(tensor_id, {})[view] = view_bytes
+            self.whole_bytes[tensor_id] = whole
+
+    def input_grad_bytes(self) -> Dict[str, int]:
+        """Gradient bytes per input read in slices whose sizes sum to less
+        than the tensor."""
+        grads = {}
+        for tensor_id, views in self.slices.items():
+            total = sum(views.values())
+            if total < self.whole_bytes[tensor_id]:
+                grads[tensor_id] = total
+        return grads
 
     def need(self, tensor_id: str) -> None:
         if tensor_id not in self.backward_needs:
@@ -61,6 +91,9 @@ class OpRecord:
             doc["collective"] = True
         if self.never_save:
             doc["never_save"] = True
+        grads = self.input_grad_bytes()
+        if grads:
+            doc["input_grad_bytes"] = grads
         return doc
 
 

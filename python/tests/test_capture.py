@@ -191,3 +191,37 @@ def test_an_example_batch_stands_for_a_step():
                                     warmup=0, repeats=1)
     assert len(profile["blocks"]) == 2
     assert profile["blocks"][0]["inputs"][0]["shape"] == [16, DIM]
+
+
+class FusedSplitBlock(nn.Module):
+    """One linear's output cut into three parts, as a single-stream DiT cuts
+    q, k, v and the MLP input out of its fused linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.fused = nn.Linear(DIM, 3 * DIM)
+        self.down = nn.Linear(DIM, DIM)
+
+    def forward(self, x):
+        h = self.fused(x)
+        a, g, v = h.split(DIM, dim=-1)
+        y = a * g                            # mul: reads two slices of h
+        z = torch.tanh(v)                    # tanh: reads one slice
+        w = h.sum(-1, keepdim=True)          # sum: reads all of h
+        return x + self.down(y + z) * w
+
+
+def test_slices_of_a_fused_output_carry_their_gradient_size():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, DIM), nn.Sequential(FusedSplitBlock(), FusedSplitBlock()))
+    batch = torch.randn(TOKENS, 8)
+    doc = sacplan_torch.capture(model, lambda m: m(batch).square().mean(), blocks="1",
+                                optimizer=torch.optim.AdamW(model.parameters()),
+                                name="fused-split", warmup=1, repeats=1)
+    ops = ops_by_id(doc["blocks"][0])
+    slice_bytes = TOKENS * DIM * 4
+    assert ops["fused.addmm"]["outputs"][0]["bytes"] == 3 * slice_bytes
+    assert ops["mul"]["input_grad_bytes"] == {"fused.addmm.out": 2 * slice_bytes}
+    assert ops["tanh"]["input_grad_bytes"] == {"fused.addmm.out": slice_bytes}
+    assert "input_grad_bytes" not in ops["sum"]
+    assert "input_grad_bytes" not in ops["down.addmm"]

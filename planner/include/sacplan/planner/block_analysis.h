@@ -27,6 +27,10 @@ struct TensorNode {
 
 struct OpNode {
   std::vector<int> inputs;          // tensor indices
+  // Per input (same order): the bytes of the gradient the op's backward
+  // makes for it; less than the tensor's bytes when the op reads a slice
+  // (Op::input_grad_bytes).
+  std::vector<int64_t> input_grad_bytes;
   std::vector<int> outputs;         // tensor indices
   std::vector<int> backward_needs;  // tensor indices
   double fwd_ms = 0;
@@ -40,6 +44,10 @@ struct OpNode {
   // Kind "add" with one output: backward hands the output's gradient to each
   // input of the same size without allocating (autograd's AddBackward).
   bool passes_grad_through = false;
+  // Kind "cat" or "stack": backward hands each input a view of its slice of
+  // the output's gradient (autograd's CatBackward, StackBackward), so the
+  // inputs' gradients share the output's buffer whatever their sizes.
+  bool splits_grad = false;
 };
 
 struct BlockAnalysis {

@@ -11,6 +11,7 @@
 #define SACPLAN_PLANNER_GRAPH_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,13 @@ struct Op {
   // that changed. (Saving every op of a block, which is no checkpoint, is
   // still allowed.) Set by sacplan_torch's capture.
   bool never_save = false;
+  // Gradient bytes this op's backward makes for an input it reads only part
+  // of (a slice of a fused tensor, e.g. q, k, v and the MLP input cut from
+  // one linear's output), keyed by input id; inputs read whole are absent.
+  // Autograd makes the slice-sized gradient and joins the slices into the
+  // whole tensor's gradient just before the producer's backward. Set by
+  // sacplan_torch's capture; each value is in (0, the input's bytes).
+  std::map<std::string, int64_t> input_grad_bytes;
 };
 
 struct Block {
