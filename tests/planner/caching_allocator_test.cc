@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 namespace sacplan {
@@ -149,6 +150,38 @@ TEST(CachingAllocatorTest, BestFitTakesTheSmallestHole) {
   ASSERT_TRUE(allocator.Alloc(5, 6 * kMiB).ok());
   EXPECT_EQ(allocator.stats().segments, 1);
   EXPECT_EQ(allocator.stats().reserved_bytes, 20 * kMiB);
+}
+
+// Random traces over both pools: the accounting stays ordered (requested <=
+// allocated <= reserved) and, once everything is freed, merging has put
+// every segment back together as one free block.
+TEST(CachingAllocatorTest, RandomTracesMergeBackToWholeSegments) {
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> small_bytes(1, kSmallSize);
+    std::uniform_int_distribution<int64_t> large_bytes(kSmallSize + 1, 30 * kMiB);
+    CachingAllocatorModel allocator;
+    std::vector<int64_t> live;
+    for (int64_t id = 0; id < 400; ++id) {
+      const int64_t bytes = rng() % 2 ? small_bytes(rng) : large_bytes(rng);
+      ASSERT_TRUE(allocator.Alloc(id, bytes).ok());
+      live.push_back(id);
+      if (rng() % 3 == 0) {  // free a random live allocation now and then
+        const size_t k = rng() % live.size();
+        ASSERT_TRUE(allocator.Free(live[k]).ok());
+        live.erase(live.begin() + k);
+      }
+      const AllocatorStats& s = allocator.stats();
+      ASSERT_LE(s.requested_bytes, s.allocated_bytes);
+      ASSERT_LE(s.allocated_bytes, s.reserved_bytes);
+    }
+    const int64_t reserved = allocator.stats().reserved_bytes;
+    for (int64_t id : live) ASSERT_TRUE(allocator.Free(id).ok());
+    EXPECT_EQ(allocator.stats().requested_bytes, 0);
+    EXPECT_EQ(allocator.stats().allocated_bytes, 0);
+    EXPECT_EQ(allocator.stats().reserved_bytes, reserved);
+    EXPECT_EQ(allocator.free_blocks(), allocator.stats().segments) << "seed " << seed;
+  }
 }
 
 TEST(CachingAllocatorTest, RejectsBadCalls) {

@@ -66,6 +66,11 @@ class CachingAllocatorModel {
   absl::Status Free(int64_t id);
 
   const AllocatorStats& stats() const { return stats_; }
+  // Cached free blocks over both pools (PyTorch's inactive blocks). Once
+  // everything is freed, merging leaves exactly one per segment.
+  int free_blocks() const {
+    return static_cast<int>(small_free_.size() + large_free_.size());
+  }
 
  private:
   struct Block {
