@@ -17,6 +17,7 @@
 
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/planner/reserved_budget.h"
 #include "sacplan/planner/simulator.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/profiler/device.h"
@@ -116,6 +117,35 @@ void BM_SimulateOptimalPlan(benchmark::State& state) {
   }
 }
 
+// The reserved-bytes prediction of one plan: the step simulated with its
+// events, replayed through the caching-allocator model.
+void BM_ReplayOptimalPlan(benchmark::State& state) {
+  const Semantics semantics = SemanticsArg(state);
+  const Solver solver = MakeSolver(semantics);
+  const SolvedPlan plan = OrDie(solver.Solve(MidBudget(solver)), "Solve");
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(OrDie(ReplayPlan(Wan14B().model, plan.masks, semantics),
+                                   "ReplayPlan"));
+  }
+}
+
+// What `sacplan plan --budget-kind reserved` pays after Create: the
+// mid budget read as reserved, which the allocated optimum overshoots, so
+// the search descends and bisects. "solves" counts Solver::Solve calls.
+void BM_SolveReserved(benchmark::State& state) {
+  const Semantics semantics = SemanticsArg(state);
+  const Solver solver = MakeSolver(semantics);
+  const int64_t budget = MidBudget(solver);
+  int solves = 0;
+  for (auto _ : state) {
+    const ReservedSolve solved = OrDie(
+        SolveForReservedBudget(solver, Wan14B().model, semantics, budget), "reserved solve");
+    solves = solved.solves;
+    benchmark::DoNotOptimize(solved);
+  }
+  state.counters["solves"] = solves;
+}
+
 BENCHMARK(BM_SolverCreate)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Solve)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CreateAndSolve)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
@@ -128,6 +158,8 @@ BENCHMARK(BM_SimulateOptimalPlan)
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayOptimalPlan)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SolveReserved)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sacplan

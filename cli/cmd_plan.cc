@@ -1,6 +1,7 @@
 // sacplan plan: profile + (budget | preset) -> plan.json.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
+#include "sacplan/planner/reserved_budget.h"
 #include "sacplan/planner/solver.h"
 
 namespace sacplan::cli {
@@ -19,6 +21,7 @@ namespace {
 struct PlanFlags {
   std::string profile;
   std::string budget;  // empty: none given
+  std::string budget_kind = "allocated";  // checked by CLI11
   std::string preset;  // empty: solve for the budget
   std::string semantics = "sacplan";
   std::string output;
@@ -37,6 +40,8 @@ absl::Status RunPlan(const PlanFlags& flags) {
   }
   absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
   if (!semantics.ok()) return semantics.status();
+  absl::StatusOr<BudgetKind> budget_kind = ParseBudgetKind(flags.budget_kind);
+  if (!budget_kind.ok()) return budget_kind.status();
   absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
       LoadProfile(flags.profile);
   if (!loaded.ok()) return loaded.status();
@@ -44,6 +49,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
 
   std::vector<SaveMask> masks;
   StepResult result;
+  std::optional<AllocatorStats> reserved;  // set when the solve replayed it
   std::string method;
   if (!flags.preset.empty()) {
     absl::StatusOr<StepResult> simulated =
@@ -55,11 +61,25 @@ absl::Status RunPlan(const PlanFlags& flags) {
     absl::StatusOr<Solver> solver =
         Solver::Create(model, SolverOptions{.semantics = *semantics});
     if (!solver.ok()) return solver.status();
-    absl::StatusOr<SolvedPlan> solved = solver->Solve(budget_bytes);
-    if (!solved.ok()) return solved.status();
-    masks = std::move(solved->masks);
-    result = std::move(solved->result);
+    if (*budget_kind == BudgetKind::kReserved) {
+      absl::StatusOr<ReservedSolve> solved =
+          SolveForReservedBudget(*solver, model, *semantics, budget_bytes);
+      if (!solved.ok()) return solved.status();
+      masks = std::move(solved->plan.masks);
+      result = std::move(solved->plan.result);
+      reserved = solved->allocator;
+    } else {
+      absl::StatusOr<SolvedPlan> solved = solver->Solve(budget_bytes);
+      if (!solved.ok()) return solved.status();
+      masks = std::move(solved->masks);
+      result = std::move(solved->result);
+    }
     method = "optimal";
+  }
+  if (!reserved) {
+    absl::StatusOr<AllocatorStats> replay = ReplayPlan(model, masks, *semantics);
+    if (!replay.ok()) return replay.status();
+    reserved = *replay;
   }
 
   Plan plan;
@@ -67,9 +87,11 @@ absl::Status RunPlan(const PlanFlags& flags) {
   plan.model_config = (*loaded)->profile->model_config;
   plan.method = method;
   plan.budget_bytes = budget_bytes;
+  plan.budget_kind = *budget_kind;
   plan.semantics = *semantics;
   plan.blocks = BlockPlansFromMasks(model, masks);
   SetPrediction(result, plan);
+  plan.predicted.reserved_peak_bytes = reserved->reserved_peak_bytes;
   absl::Status written = WriteFileAtomically(
       flags.output, PlanToJson(plan, model).dump(1) + "\n");
   if (!written.ok()) return written;
@@ -77,10 +99,16 @@ absl::Status RunPlan(const PlanFlags& flags) {
   std::cout << "plan: " << method << " for " << plan.model_name << " ("
             << SemanticsName(*semantics) << " semantics)";
   if (budget_bytes > 0) {
-    std::cout << ", budget " << BytesForHumans(budget_bytes) << ": "
-              << (result.peak_bytes <= budget_bytes ? "fits" : "DOES NOT FIT");
+    const int64_t capped = *budget_kind == BudgetKind::kReserved
+                               ? reserved->reserved_peak_bytes
+                               : result.peak_bytes;
+    std::cout << ", " << BudgetKindName(*budget_kind) << " budget "
+              << BytesForHumans(budget_bytes) << ": "
+              << (capped <= budget_bytes ? "fits" : "DOES NOT FIT");
   }
-  std::cout << "\n" << StepSummary(result) << "wrote " << flags.output << "\n";
+  std::cout << "\n"
+            << StepSummary(result) << ReservedSummary(*reserved) << "wrote "
+            << flags.output << "\n";
   return absl::OkStatus();
 }
 
@@ -99,6 +127,12 @@ Command AddPlanCommand(CLI::App& app) {
       ->required();
   command->add_option("--budget", flags->budget,
                       "Peak memory budget: 29GiB, 28.9GB, 512MiB or bytes");
+  command->add_option("--budget-kind", flags->budget_kind,
+                      "What --budget caps: allocated (the simulated peak of "
+                      "live bytes; default) or reserved (what PyTorch's "
+                      "caching allocator would hold, which is what runs out "
+                      "on a GPU)")
+      ->check(CLI::IsMember({"allocated", "reserved"}));
   command->add_option("--preset", flags->preset,
                       "A fixed policy instead of the optimal plan: " +
                           absl::StrJoin(PresetNames(), ", "));

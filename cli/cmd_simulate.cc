@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "common.h"
+#include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/plan.h"
 
 namespace sacplan::cli {
@@ -23,14 +24,25 @@ struct SimulateFlags {
 };
 
 // A plan edited by hand carries a stale prediction; say whether it holds.
-bool PredictionHolds(const Prediction& predicted, const StepResult& result) {
+// Plans from before the reserved prediction (0) are judged without it.
+bool PredictionHolds(const Prediction& predicted, const StepResult& result,
+                     const AllocatorStats& reserved) {
   return predicted.peak_bytes == result.peak_bytes &&
          std::abs(predicted.step_ms - result.step_ms) <=
-             1e-6 * std::max(1.0, result.step_ms);
+             1e-6 * std::max(1.0, result.step_ms) &&
+         (predicted.reserved_peak_bytes == 0 ||
+          predicted.reserved_peak_bytes == reserved.reserved_peak_bytes);
+}
+
+// The figure the plan's budget caps.
+int64_t CappedBytes(const Plan& plan, const StepResult& result,
+                    const AllocatorStats& reserved) {
+  return plan.budget_kind == BudgetKind::kReserved ? reserved.reserved_peak_bytes
+                                                   : result.peak_bytes;
 }
 
 nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
-                            const StepResult& result) {
+                            const StepResult& result, const AllocatorStats& reserved) {
   nlohmann::json peak = {{"phase", PhaseName(result.peak.phase)},
                          {"block", result.peak.block},
                          {"op", result.peak.op}};
@@ -39,6 +51,7 @@ nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
       {"method", plan.method},
       {"semantics", SemanticsName(semantics)},
       {"peak_bytes", result.peak_bytes},
+      {"reserved_peak_bytes", reserved.reserved_peak_bytes},
       {"step_ms", result.step_ms},
       {"forward_ms", result.forward_ms},
       {"backward_ms", result.backward_ms},
@@ -46,11 +59,12 @@ nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
       {"optimizer_ms", result.optimizer_ms},
       {"recomputed_ops", result.recomputed_ops},
       {"peak", peak},
-      {"prediction_holds", PredictionHolds(plan.predicted, result)},
+      {"prediction_holds", PredictionHolds(plan.predicted, result, reserved)},
   };
   if (plan.budget_bytes > 0) {
     doc["budget_bytes"] = plan.budget_bytes;
-    doc["fits"] = result.peak_bytes <= plan.budget_bytes;
+    doc["budget_kind"] = BudgetKindName(plan.budget_kind);
+    doc["fits"] = CappedBytes(plan, result, reserved) <= plan.budget_bytes;
   }
   return doc;
 }
@@ -80,22 +94,27 @@ absl::Status RunSimulate(const SimulateFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat(flags.plan, ": ", masks.status().message()));
   }
-  absl::StatusOr<StepResult> result = SimulateStep(model, *masks, semantics);
+  absl::StatusOr<StepResult> result =
+      SimulateStep(model, *masks, semantics, {.record_events = true});
   if (!result.ok()) return result.status();
+  absl::StatusOr<AllocatorStats> reserved = ReplayStepEvents(result->events);
+  if (!reserved.ok()) return reserved.status();
 
   if (flags.json) {
-    std::cout << ResultToJson(*plan, semantics, *result).dump() << "\n";
+    std::cout << ResultToJson(*plan, semantics, *result, *reserved).dump() << "\n";
     return absl::OkStatus();
   }
   std::cout << "simulate: " << plan->method << " plan for " << plan->model_name
             << " (" << SemanticsName(semantics) << " semantics)";
   if (plan->budget_bytes > 0) {
-    std::cout << ", budget " << BytesForHumans(plan->budget_bytes) << ": "
-              << (result->peak_bytes <= plan->budget_bytes ? "fits"
-                                                           : "DOES NOT FIT");
+    std::cout << ", " << BudgetKindName(plan->budget_kind) << " budget "
+              << BytesForHumans(plan->budget_bytes) << ": "
+              << (CappedBytes(*plan, *result, *reserved) <= plan->budget_bytes
+                      ? "fits"
+                      : "DOES NOT FIT");
   }
-  std::cout << "\n" << StepSummary(*result);
-  if (!PredictionHolds(plan->predicted, *result)) {
+  std::cout << "\n" << StepSummary(*result) << ReservedSummary(*reserved);
+  if (!PredictionHolds(plan->predicted, *result, *reserved)) {
     std::cout << "  note       differs from the plan's prediction (peak "
               << BytesForHumans(plan->predicted.peak_bytes) << ", step "
               << plan->predicted.step_ms << " ms): edited by hand?\n";
@@ -121,7 +140,7 @@ Command AddSimulateCommand(CLI::App& app) {
   command->add_option("--semantics", flags->semantics,
                       "Override the plan's semantics: torch-sac or sacplan");
   command->add_flag("--json", flags->json,
-                    "Print one JSON object (peak_bytes, step_ms, "
+                    "Print one JSON object (peak_bytes, reserved_peak_bytes, step_ms, "
                     "recompute_ms, forward_ms, backward_ms, optimizer_ms, "
                     "recomputed_ops, peak {phase, block, op}, ...)");
   return {command, [flags] { return RunSimulate(*flags); }};

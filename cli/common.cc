@@ -86,4 +86,12 @@ std::string StepSummary(const StepResult& result) {
       result.recompute_ms);
 }
 
+std::string ReservedSummary(const AllocatorStats& stats) {
+  return absl::StrFormat(
+      "  reserved   %s predicted for PyTorch's caching allocator (blocks "
+      "allocated %s, %d segments)\n",
+      BytesForHumans(stats.reserved_peak_bytes), FormatBytes(stats.allocated_peak_bytes),
+      stats.segments);
+}
+
 }  // namespace sacplan::cli

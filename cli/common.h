@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/profile.h"
 #include "sacplan/planner/schedule.h"
 #include "sacplan/planner/simulator.h"
@@ -46,6 +47,10 @@ std::string BytesForHumans(int64_t bytes);
 // Multi-line human summary of one simulated step (peak, where it happens,
 // times), each line prefixed by two spaces.
 std::string StepSummary(const StepResult& result);
+
+// One line, prefixed by two spaces: the reserved peak the caching-allocator
+// model predicts, with the allocated (block) peak beside it.
+std::string ReservedSummary(const AllocatorStats& stats);
 
 // "forward" / "backward of block 29, op self_attn" style description.
 std::string DescribeLocation(const StepLocation& where);

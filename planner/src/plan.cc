@@ -70,6 +70,17 @@ void SetPrediction(const StepResult& result, Plan& plan) {
   plan.predicted = {result.peak_bytes, result.step_ms, result.recompute_ms};
 }
 
+const char* BudgetKindName(BudgetKind kind) {
+  return kind == BudgetKind::kReserved ? "reserved" : "allocated";
+}
+
+absl::StatusOr<BudgetKind> ParseBudgetKind(const std::string& text) {
+  if (text == "allocated") return BudgetKind::kAllocated;
+  if (text == "reserved") return BudgetKind::kReserved;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown budget kind '", text, "': expected allocated or reserved"));
+}
+
 absl::StatusOr<Plan> PlanFromJson(const json& doc) {
   SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(doc, "plan"));
   std::string schema;
@@ -89,6 +100,12 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
   SACPLAN_RETURN_IF_ERROR(
       json_fields::ReadInt(doc, "budget_bytes", "", false, plan.budget_bytes));
   if (plan.budget_bytes < 0) return json_fields::Error("budget_bytes", "must be >= 0");
+  std::string budget_kind = "allocated";
+  SACPLAN_RETURN_IF_ERROR(
+      json_fields::ReadString(doc, "budget_kind", "", false, budget_kind));
+  auto kind = ParseBudgetKind(budget_kind);
+  if (!kind.ok()) return json_fields::Error("budget_kind", std::string(kind.status().message()));
+  plan.budget_kind = *kind;
   std::string semantics = "sacplan";
   SACPLAN_RETURN_IF_ERROR(
       json_fields::ReadString(doc, "semantics", "", false, semantics));
@@ -103,6 +120,12 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
                                                     false, plan.predicted.step_ms));
     SACPLAN_RETURN_IF_ERROR(json_fields::ReadNumber(
         *predicted, "recompute_ms", "predicted", false, plan.predicted.recompute_ms));
+    SACPLAN_RETURN_IF_ERROR(json_fields::ReadInt(*predicted, "reserved_peak_bytes",
+                                                 "predicted", false,
+                                                 plan.predicted.reserved_peak_bytes));
+    if (plan.predicted.reserved_peak_bytes < 0) {
+      return json_fields::Error("predicted.reserved_peak_bytes", "must be >= 0");
+    }
   }
   const json* blocks = json_fields::Find(doc, "blocks");
   if (blocks == nullptr) return json_fields::Error("blocks", "missing");
@@ -153,6 +176,7 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
           {"model", plan.model_name},
           {"method", plan.method},
           {"budget_bytes", plan.budget_bytes},
+          {"budget_kind", BudgetKindName(plan.budget_kind)},
           {"semantics", SemanticsName(plan.semantics)},
           {"predicted",
            {{"peak_bytes", plan.predicted.peak_bytes},
@@ -160,6 +184,9 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
             {"recompute_ms", plan.predicted.recompute_ms}}},
           {"blocks", blocks}};
   if (!plan.model_config.empty()) doc["model_config"] = plan.model_config;
+  if (plan.predicted.reserved_peak_bytes > 0) {
+    doc["predicted"]["reserved_peak_bytes"] = plan.predicted.reserved_peak_bytes;
+  }
   return doc;
 }
 

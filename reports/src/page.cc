@@ -39,7 +39,8 @@ std::string Header(const ReportData& data) {
   }
   absl::StrAppend(&facts, Fact("blocks", absl::StrCat(data.model->blocks.size())));
   absl::StrAppend(&facts, Fact("budget", data.budget_bytes > 0
-                                             ? FormatBytes(data.budget_bytes)
+                                             ? absl::StrCat(FormatBytes(data.budget_bytes), " ",
+                                                            BudgetKindName(data.budget_kind))
                                              : std::string("none given")));
   absl::StrAppend(&facts, Fact("semantics", SemanticsName(data.semantics)));
   absl::StrAppend(&facts, "<span class=\"fact\">profile source <b>",
@@ -69,7 +70,9 @@ std::string TimelineSection(const ReportData& data) {
                     "\" data-plan=\"", EscapeHtml(plan.name), "\"", i == 0 ? "" : " hidden",
                     "><p class=\"note\"><b>", EscapeHtml(plan.name), "</b> (",
                     EscapeHtml(plan.origin), ", ", SemanticsName(plan.semantics),
-                    "): peak ", EscapeHtml(FormatBytes(plan.result.peak_bytes)), ", step ",
+                    "): peak ", EscapeHtml(FormatBytes(plan.result.peak_bytes)),
+                    " allocated, ", EscapeHtml(FormatBytes(plan.reserved_peak_bytes)),
+                    " reserved, step ",
                     Num(plan.result.step_ms, 1), " ms, recompute ",
                     Num(plan.result.recompute_ms, 1), " ms</p>",
                     TimelineSvg(plan, data.budget_bytes, absl::StrCat("timeline-", i)),
@@ -119,16 +122,19 @@ std::string FrontierSection(const ReportData& data) {
 std::string PlansSection(const ReportData& data) {
   std::string out =
       "<section id=\"plans-section\"><h2>Plans compared</h2><table class=\"plans\">"
-      "<thead><tr><th>plan</th><th>from</th><th>peak</th><th>fits</th><th>step (ms)</th>"
+      "<thead><tr><th>plan</th><th>from</th><th>peak</th><th>reserved</th><th>fits</th>"
+      "<th>step (ms)</th>"
       "<th>recompute (ms)</th><th>peak reached in</th></tr></thead><tbody>";
   for (const ReportPlan& p : data.plans) {
     std::string where = PhaseName(p.result.peak.phase);
     if (p.result.peak.block >= 0) absl::StrAppend(&where, ", block ", p.result.peak.block);
     if (!p.result.peak.op.empty()) absl::StrAppend(&where, ", ", p.result.peak.op);
-    const char* fits = data.budget_bytes <= 0 ? "-"
-                       : p.result.peak_bytes <= data.budget_bytes ? "yes" : "no";
+    const int64_t capped = data.budget_kind == BudgetKind::kReserved ? p.reserved_peak_bytes
+                                                                     : p.result.peak_bytes;
+    const char* fits = data.budget_bytes <= 0 ? "-" : capped <= data.budget_bytes ? "yes" : "no";
     absl::StrAppend(&out, "<tr><td>", EscapeHtml(p.name), "</td><td>", EscapeHtml(p.origin),
                     "</td><td class=\"num\">", EscapeHtml(FormatBytes(p.result.peak_bytes)),
+                    "</td><td class=\"num\">", EscapeHtml(FormatBytes(p.reserved_peak_bytes)),
                     "</td><td>", fits, "</td><td class=\"num\">", Num(p.result.step_ms, 1),
                     "</td><td class=\"num\">", Num(p.result.recompute_ms, 1), "</td><td>",
                     EscapeHtml(where), "</td></tr>");

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/reports/report.h"
@@ -9,10 +10,18 @@
 namespace sacplan::reports {
 namespace {
 
-absl::StatusOr<StepResult> SimulateForReport(const AnalyzedModel& model,
-                                             const std::vector<SaveMask>& masks,
-                                             Semantics semantics) {
-  return SimulateStep(model, masks, semantics, {.record_timeline = true});
+// Simulates plan.masks with the timeline into plan.result, and replays the
+// step's allocations for plan.reserved_peak_bytes (the events are dropped).
+absl::Status SimulateForReport(const AnalyzedModel& model, ReportPlan& plan) {
+  absl::StatusOr<StepResult> result = SimulateStep(
+      model, plan.masks, plan.semantics, {.record_timeline = true, .record_events = true});
+  if (!result.ok()) return result.status();
+  absl::StatusOr<AllocatorStats> replay = ReplayStepEvents(result->events);
+  if (!replay.ok()) return replay.status();
+  plan.result = *std::move(result);
+  plan.result.events = {};
+  plan.reserved_peak_bytes = replay->reserved_peak_bytes;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ReportPlan> PlanFromFile(const Profile& profile,
@@ -33,13 +42,9 @@ absl::StatusOr<ReportPlan> PlanFromFile(const Profile& profile,
   plan.origin = file.path;
   plan.semantics = file.plan.semantics;
   plan.masks = *std::move(masks);
-  absl::StatusOr<StepResult> result =
-      SimulateForReport(model, plan.masks, plan.semantics);
-  if (!result.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file.path, ": ", result.status().message()));
+  if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file.path, ": ", simulated.message()));
   }
-  plan.result = *std::move(result);
   return plan;
 }
 
@@ -62,6 +67,7 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
   if (data.budget_bytes == 0 && !plans.empty()) {
     data.budget_bytes = plans.front().plan.budget_bytes;
   }
+  if (!plans.empty()) data.budget_kind = plans.front().plan.budget_kind;
   if (plans.empty() && data.budget_bytes <= 0) {
     return absl::InvalidArgumentError(
         "nothing to report: give --budget to solve for, or --plan");
@@ -93,10 +99,9 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
     plan.origin = "solved for the budget";
     plan.semantics = data.semantics;
     plan.masks = std::move(solved->masks);
-    absl::StatusOr<StepResult> result =
-        SimulateForReport(model, plan.masks, plan.semantics);
-    if (!result.ok()) return result.status();
-    plan.result = *std::move(result);
+    if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
+      return simulated;
+    }
     data.plans.push_back(std::move(plan));
   }
 
@@ -109,10 +114,9 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
     plan.preset = true;
     plan.semantics = data.semantics;
     plan.masks = *std::move(masks);
-    absl::StatusOr<StepResult> result =
-        SimulateForReport(model, plan.masks, plan.semantics);
-    if (!result.ok()) return result.status();
-    plan.result = *std::move(result);
+    if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
+      return simulated;
+    }
     data.plans.push_back(std::move(plan));
   }
 

@@ -128,6 +128,61 @@ TEST(CliEndToEnd, CompareSaysWhenNoPlanFits) {
 
 // The headline: at the peak of attn_only (FastVideo's policy) and at
 // the peak of full checkpointing, the optimal plan is strictly faster.
+// --budget-kind reserved caps what the caching allocator would reserve: at
+// a budget where the allocated optimum's reserved peak overshoots, the
+// reserved plan fits it, and simulate agrees with the plan's prediction.
+TEST(CliEndToEnd, ReservedBudgetKindFitsTheReservedPeak) {
+  fs::path dir = FreshDir("reserved_budget");
+  fs::path profile = MakeProfile(dir, {"--model", "wan2.1-1.3b"});
+  Predicted full = PlanWith(dir, profile, {"--preset", "full"}, "full");
+  Predicted none = PlanWith(dir, profile, {"--preset", "none"}, "none");
+  const std::string budget = std::to_string((full.peak_bytes + none.peak_bytes) / 2);
+  fs::path allocated_plan = dir / "allocated.json";
+  fs::path reserved_plan = dir / "reserved.json";
+  MustRun({"plan", "--profile", profile.string(), "--budget", budget, "-o",
+           allocated_plan.string()},
+          dir);
+  const std::string out =
+      MustRun({"plan", "--profile", profile.string(), "--budget", budget,
+               "--budget-kind", "reserved", "-o", reserved_plan.string()},
+              dir);
+  EXPECT_NE(out.find("reserved budget"), std::string::npos) << out;
+  EXPECT_NE(out.find(": fits"), std::string::npos) << out;
+
+  const nlohmann::json allocated = ReadJson(allocated_plan);
+  const nlohmann::json reserved = ReadJson(reserved_plan);
+  EXPECT_EQ(allocated.at("budget_kind"), "allocated");
+  EXPECT_EQ(reserved.at("budget_kind"), "reserved");
+  const nlohmann::json& a = allocated.at("predicted");
+  const nlohmann::json& r = reserved.at("predicted");
+  EXPECT_GE(a.at("reserved_peak_bytes").get<int64_t>(), a.at("peak_bytes").get<int64_t>());
+  ASSERT_GT(a.at("reserved_peak_bytes").get<int64_t>(), std::stoll(budget));
+  EXPECT_LE(r.at("reserved_peak_bytes").get<int64_t>(), std::stoll(budget));
+  EXPECT_LT(r.at("peak_bytes").get<int64_t>(), a.at("peak_bytes").get<int64_t>());
+
+  nlohmann::json simulated = nlohmann::json::parse(MustRun(
+      {"simulate", "--profile", profile.string(), "--plan", reserved_plan.string(), "--json"},
+      dir));
+  EXPECT_EQ(simulated.at("reserved_peak_bytes"), r.at("reserved_peak_bytes"));
+  EXPECT_EQ(simulated.at("budget_kind"), "reserved");
+  EXPECT_TRUE(simulated.at("fits").get<bool>());
+  EXPECT_TRUE(simulated.at("prediction_holds").get<bool>());
+
+  // The allocated optimum read against the same budget as reserved does not fit.
+  nlohmann::json edited = allocated;
+  edited["budget_kind"] = "reserved";
+  fs::path edited_plan = dir / "allocated_as_reserved.json";
+  WriteJson(edited_plan, edited);
+  simulated = nlohmann::json::parse(MustRun(
+      {"simulate", "--profile", profile.string(), "--plan", edited_plan.string(), "--json"},
+      dir));
+  EXPECT_FALSE(simulated.at("fits").get<bool>());
+  const std::string text = MustRun(
+      {"simulate", "--profile", profile.string(), "--plan", edited_plan.string()}, dir);
+  EXPECT_NE(text.find("DOES NOT FIT"), std::string::npos) << text;
+  EXPECT_NE(text.find("reserved   "), std::string::npos) << text;
+}
+
 TEST(CliEndToEnd, Wan13BOptimalBeatsAttnOnlyAndFullAtTheirPeaks) {
   fs::path dir = FreshDir("headline");
   fs::path profile =

@@ -9,6 +9,7 @@
 
 #include "cli_runner.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/planner/reserved_budget.h"
 #include "sacplan/planner/simulator.h"
 #include "sacplan/planner/solver.h"
 
@@ -168,6 +169,42 @@ TEST_F(CliErrors, BudgetBelowTheMinimumNamesTheSmallestFeasible) {
   ExpectRejectedWithOutput({"plan", "--profile", Profile("wan-tiny").string(),
                             "--budget", "1KB"},
                            min_peak);
+}
+
+TEST_F(CliErrors, ReservedBudgetBelowTheMinimumNamesTheSmallestFeasible) {
+  absl::StatusOr<sacplan::Profile> profile =
+      ReadProfileFile(Profile("wan-tiny").string());
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  absl::StatusOr<AnalyzedModel> model = AnalyzeModel(profile->model);
+  ASSERT_TRUE(model.ok());
+  absl::StatusOr<Solver> solver = Solver::Create(*model, {});
+  ASSERT_TRUE(solver.ok());
+  // The least-peak plan's reserved peak, replayed here on its own.
+  absl::StatusOr<AllocatorStats> least = ReplayPlan(
+      *model, solver->Solve(solver->MinPeakBytes())->masks, Semantics::kSacplan);
+  ASSERT_TRUE(least.ok());
+  const int64_t smallest = least->reserved_peak_bytes;
+  ExpectRejectedWithOutput({"plan", "--profile", Profile("wan-tiny").string(), "--budget",
+                            std::to_string(smallest - 1), "--budget-kind", "reserved"},
+                           std::to_string(smallest) + " bytes or more");
+  CliResult r = RunSacplan({"plan", "--profile", Profile("wan-tiny").string(), "--budget",
+                            std::to_string(smallest), "--budget-kind", "reserved", "-o",
+                            (dir_this_ / "fits.json").string()},
+                           dir_this_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(CliErrors, UnknownBudgetKind) {
+  ExpectRejectedWithOutput({"plan", "--profile", Profile("wan-tiny").string(), "--budget",
+                            "1GB", "--budget-kind", "peak"},
+                           "--budget-kind");
+  nlohmann::json plan = ReadJson(TinyPlan());
+  plan["budget_kind"] = "peak";
+  fs::path bad = dir_this_ / "edited_plan.json";
+  WriteJson(bad, plan);
+  ExpectRejected({"simulate", "--profile", Profile("wan-tiny").string(), "--plan",
+                  bad.string()},
+                 "budget_kind");
 }
 
 TEST_F(CliErrors, BudgetThatIsNotASize) {

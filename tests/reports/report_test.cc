@@ -12,8 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "report_fixtures.h"
+#include "sacplan/planner/bytes.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
+#include "sacplan/planner/reserved_budget.h"
 #include "sacplan/reports/charts.h"
 
 namespace sacplan::testing {
@@ -222,6 +224,54 @@ TEST(ReportDataTest, GivenPlansComeFirstAndPresetsFollow) {
       << reports::Verdict(*data);
   // The first plan is not drawn as one of the "other given plans".
   EXPECT_EQ(Count(SvgById(RenderReportHtml(*data), "frontier"), "class=\"mark given\""), 0);
+}
+
+// Each plan's reserved peak is the caching-allocator replay of its own
+// masks, and the plans table shows it beside the allocated peak.
+TEST_F(ReportTest, PlansTableShowsReservedNextToAllocated) {
+  const size_t table = html_->find("id=\"plans-section\"");
+  ASSERT_NE(table, std::string::npos);
+  const std::string section = html_->substr(table, html_->find("</section>", table) - table);
+  EXPECT_NE(section.find("<th>peak</th><th>reserved</th>"), std::string::npos);
+  for (const reports::ReportPlan& plan : data_->plans) {
+    const AllocatorStats replay =
+        *ReplayPlan(model_->analyzed, plan.masks, plan.semantics);
+    EXPECT_EQ(plan.reserved_peak_bytes, replay.reserved_peak_bytes) << plan.name;
+    EXPECT_GE(plan.reserved_peak_bytes, plan.result.peak_bytes) << plan.name;
+    EXPECT_NE(section.find(absl::StrCat(FormatBytes(plan.result.peak_bytes),
+                                        "</td><td class=\"num\">",
+                                        FormatBytes(plan.reserved_peak_bytes))),
+              std::string::npos)
+        << plan.name;
+  }
+}
+
+// A plan made for a reserved budget is judged by its reserved peak: the
+// allocated optimum at its own peak fits that peak as allocated, not as
+// reserved.
+TEST(ReportDataTest, ReservedBudgetKindJudgesFitsByReservedPeak) {
+  std::unique_ptr<LoadedModel> model = LoadModel("wan2.1-1.3b");
+  reports::PlanFile file;
+  file.path = "attn.json";
+  file.plan.model_name = model->profile.model_name;
+  file.plan.method = "attn_only";
+  file.plan.budget_bytes = PresetPeakBytes(*model, "attn_only");
+  file.plan.blocks = BlockPlansFromMasks(model->analyzed,
+                                         *PresetMasks(model->analyzed, "attn_only"));
+  auto first_row_fits = [&](BudgetKind kind) {
+    file.plan.budget_kind = kind;
+    absl::StatusOr<ReportData> data = reports::BuildReportData(
+        model->profile, model->analyzed, {file}, {}, reports::ReportOptions{});
+    EXPECT_TRUE(data.ok()) << data.status();
+    EXPECT_EQ(data->budget_kind, kind);
+    const std::string html = RenderReportHtml(*data);
+    const size_t row = html.find("<tr><td>attn_only</td><td>attn.json</td>");
+    EXPECT_NE(row, std::string::npos);
+    const std::string row_markup = html.substr(row, html.find("</tr>", row) - row);
+    return row_markup.find("<td>yes</td>") != std::string::npos;
+  };
+  EXPECT_TRUE(first_row_fits(BudgetKind::kAllocated));
+  EXPECT_FALSE(first_row_fits(BudgetKind::kReserved));
 }
 
 TEST(ReportDataTest, BadInputIsOneLineNamingTheProblem) {

@@ -28,7 +28,17 @@ struct Prediction {
   int64_t peak_bytes = 0;
   double step_ms = 0;
   double recompute_ms = 0;
+  // What PyTorch's caching allocator would reserve (caching_allocator.h);
+  // 0 when unknown (plans written before it was predicted).
+  int64_t reserved_peak_bytes = 0;
 };
+
+// What a budget caps: the simulator's allocated peak, or the reserved peak
+// of the caching allocator (what runs out on a GPU).
+enum class BudgetKind { kAllocated, kReserved };
+const char* BudgetKindName(BudgetKind kind);  // "allocated" / "reserved"
+// InvalidArgument naming the accepted names.
+absl::StatusOr<BudgetKind> ParseBudgetKind(const std::string& text);
 
 struct Plan {
   std::string model_name;     // must match the profile's
@@ -38,6 +48,7 @@ struct Plan {
   nlohmann::json model_config = nlohmann::json::object();
   std::string method;         // "optimal" or a preset name such as "full"
   int64_t budget_bytes = 0;   // 0 when the plan was not made for a budget
+  BudgetKind budget_kind = BudgetKind::kAllocated;  // what budget_bytes caps
   Semantics semantics = Semantics::kSacplan;
   std::vector<BlockPlan> blocks;  // one per model block, by index
   Prediction predicted;
@@ -51,7 +62,8 @@ std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
 absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
                                                     const Plan& plan);
 
-// Fills plan.predicted from a simulation.
+// Fills plan.predicted from a simulation; reserved_peak_bytes is left 0 for
+// the caller that replays the step (ReplayPlan) to set.
 void SetPrediction(const StepResult& result, Plan& plan);
 
 absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& doc);

@@ -27,6 +27,9 @@ struct ReportPlan {
   Semantics semantics = Semantics::kSacplan;
   std::vector<SaveMask> masks;  // one per block
   StepResult result;            // simulated with the timeline recorded
+  // What PyTorch's caching allocator would reserve for the step
+  // (sacplan/planner/caching_allocator.h).
+  int64_t reserved_peak_bytes = 0;
 };
 
 struct FrontierPoint {
@@ -41,6 +44,9 @@ struct ReportData {
   const AnalyzedModel* model = nullptr;
   Semantics semantics = Semantics::kSacplan;  // of the frontier and presets
   int64_t budget_bytes = 0;                   // 0: no budget was given
+  // What the budget caps in the plans table's "fits": the first plan's
+  // kind, else allocated. Charts and the verdict use allocated peaks.
+  BudgetKind budget_kind = BudgetKind::kAllocated;
   // plans[0] is the chosen plan (the first --plan, else the solved one);
   // then the other given plans, then every compared preset.
   std::vector<ReportPlan> plans;
