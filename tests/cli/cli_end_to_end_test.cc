@@ -3,6 +3,7 @@
 // tokens on an h100 roofline profile.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -124,6 +125,42 @@ TEST(CliEndToEnd, CompareSaysWhenNoPlanFits) {
   std::string out = MustRun(
       {"compare", "--profile", profile.string(), "--budget", "1KB"}, dir);
   EXPECT_NE(out.find("optimal       infeasible"), std::string::npos) << out;
+}
+
+// The peak column's unit follows the table's magnitude: a tiny model's
+// peaks in MB (not "0.02" GB on every row), Wan2.1-1.3B's in GB; the figure
+// in a row is the plan's own peak in that unit.
+TEST(CliEndToEnd, ComparePrintsPeaksInAUnitFittingTheirSize) {
+  struct Case {
+    std::vector<std::string> model;
+    const char* unit;
+    double unit_bytes;
+  };
+  const std::vector<Case> cases = {
+      {{"--model", "wan-tiny"}, "MB", 1e6},
+      {{"--model", "wan2.1-1.3b", "--tokens", "72000", "--layers", "4"}, "GB", 1e9}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.unit);
+    fs::path dir = FreshDir(std::string("compare_unit_") + c.unit);
+    fs::path profile = MakeProfile(dir, c.model);
+    const Predicted none = PlanWith(dir, profile, {"--preset", "none"}, "none");
+    const Predicted full = PlanWith(dir, profile, {"--preset", "full"}, "full");
+    // The case's premise: its largest peak (none's) is 1 to 1000 units.
+    ASSERT_GE(none.peak_bytes, c.unit_bytes);
+    ASSERT_LT(none.peak_bytes, 1000 * c.unit_bytes);
+    std::string out = MustRun(
+        {"compare", "--profile", profile.string(), "--budget", "100GB"}, dir);
+    EXPECT_NE(out.find(std::string("peak (") + c.unit + ")"), std::string::npos) << out;
+    for (const auto& [name, predicted] :
+         {std::pair<std::string, Predicted>{"none", none}, {"full", full}}) {
+      const size_t row = out.find("\n" + name + " ");
+      ASSERT_NE(row, std::string::npos) << out;
+      const double shown = std::stod(out.substr(row + 1 + name.size()));
+      // Printed with two decimals.
+      EXPECT_NEAR(shown, predicted.peak_bytes / c.unit_bytes, 0.005 + 1e-9)
+          << name << "\n" << out;
+    }
+  }
 }
 
 // The headline: at the peak of attn_only (FastVideo's policy) and at
