@@ -1,6 +1,7 @@
 // The CLI as a user drives it: profile -> plan -> simulate round trips, the
 // compare table, and the headline claims on Wan2.1-1.3B at 72,000
 // tokens on an h100 roofline profile.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -161,6 +162,57 @@ TEST(CliEndToEnd, ComparePrintsPeaksInAUnitFittingTheirSize) {
           << name << "\n" << out;
     }
   }
+}
+
+// --calibrate-from: profiles "measured" at 256 and 512 tokens whose op times
+// follow a known law (launch + FLOPs + bytes) calibrate an h100 profile at
+// 4096 tokens: every op's time there is the law's, not the h100 preset's,
+// and the memory stays the h100's.
+TEST(CliEndToEnd, CalibratedProfileFollowsTheMeasuredLaw) {
+  auto fwd_law = [](const nlohmann::json& op) {
+    return 0.01 + op["flops"].get<double>() / 1e9 * 0.5 +
+           op["bytes_moved"].get<double>() / 1e9 * 2.0;
+  };
+  fs::path dir = FreshDir("calibrate");
+  std::vector<std::string> args = {"profile", "--model", "wan-tiny", "--device", "h100",
+                                   "--tokens", "4096"};
+  for (const char* tokens : {"256", "512"}) {
+    const fs::path measured = dir / (std::string("measured_") + tokens + ".json");
+    MustRun({"profile", "--model", "wan-tiny", "--device", "l40s", "--tokens", tokens,
+             "-o", measured.string()},
+            dir);
+    nlohmann::json doc = ReadJson(measured);
+    for (auto& block : doc["blocks"]) {
+      for (auto& op : block["ops"]) {
+        op["fwd_ms"] = fwd_law(op);
+        op["bwd_ms"] = 2 * fwd_law(op);
+      }
+    }
+    WriteJson(measured, doc);
+    args.insert(args.end(), {"--calibrate-from", measured.string()});
+  }
+  const fs::path calibrated = dir / "calibrated.json";
+  args.insert(args.end(), {"-o", calibrated.string()});
+  const std::string out = MustRun(args, dir);
+  EXPECT_NE(out.find("gemm fwd: 0.0100 ms"), std::string::npos) << out;
+  const fs::path h100 = dir / "h100.json";
+  MustRun({"profile", "--model", "wan-tiny", "--device", "h100", "--tokens", "4096", "-o",
+           h100.string()},
+          dir);
+  const nlohmann::json got = ReadJson(calibrated);
+  const nlohmann::json preset = ReadJson(h100);
+  EXPECT_EQ(got["source"], "calibrated");
+  EXPECT_EQ(got["device"], preset["device"]);
+  int differs_from_preset = 0;
+  for (size_t k = 0; k < got["blocks"][0]["ops"].size(); ++k) {
+    const nlohmann::json& op = got["blocks"][0]["ops"][k];
+    const double want = fwd_law(op);
+    EXPECT_NEAR(op["fwd_ms"].get<double>(), want, 1e-6 * want) << op["id"];
+    EXPECT_NEAR(op["bwd_ms"].get<double>(), 2 * want, 2e-6 * want) << op["id"];
+    differs_from_preset +=
+        std::abs(preset["blocks"][0]["ops"][k]["fwd_ms"].get<double>() - want) > 0.1 * want;
+  }
+  EXPECT_GT(differs_from_preset, 0);
 }
 
 // The headline: at the peak of attn_only (FastVideo's policy) and at
