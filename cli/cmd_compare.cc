@@ -1,5 +1,7 @@
 // sacplan compare: every preset and the optimal plan at one budget, side by
 // side, the table a trainer reads before choosing a policy.
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -28,7 +30,27 @@ struct Row {
   std::string message;
 };
 
-std::string FormatRow(const Row& row, double full_step_ms,
+// The unit of a table's peak column: the largest decimal unit in which the
+// table's biggest peak is at least 1, so that a tiny model's peaks read
+// "20.41" MB rather than "0.02" GB on every row.
+struct PeakUnit {
+  const char* name;
+  double bytes;
+};
+
+PeakUnit ChoosePeakUnit(const std::vector<Row>& rows) {
+  int64_t largest_bytes = 0;
+  for (const Row& row : rows) {
+    if (row.result.has_value()) {
+      largest_bytes = std::max(largest_bytes, row.result->peak_bytes);
+    }
+  }
+  if (largest_bytes >= 1'000'000'000) return {"GB", 1e9};
+  if (largest_bytes >= 1'000'000) return {"MB", 1e6};
+  return {"kB", 1e3};
+}
+
+std::string FormatRow(const Row& row, const PeakUnit& unit, double full_step_ms,
                       int64_t budget_bytes) {
   if (!row.result.has_value()) {
     return absl::StrFormat("%-13s %s\n", row.name, row.message);
@@ -41,7 +63,7 @@ std::string FormatRow(const Row& row, double full_step_ms,
                               100.0 * (full_step_ms - r.step_ms) / full_step_ms);
   }
   return absl::StrFormat("%-13s %10.2f %11.2f %14.2f %12s %5s\n", row.name,
-                         r.peak_bytes / 1e9, r.step_ms, r.recompute_ms,
+                         r.peak_bytes / unit.bytes, r.step_ms, r.recompute_ms,
                          vs_full, r.peak_bytes <= budget_bytes ? "yes" : "no");
 }
 
@@ -83,11 +105,12 @@ absl::Status RunCompare(const CompareFlags& flags) {
             << (*loaded)->profile->device << ", budget "
             << BytesForHumans(*budget_bytes) << ", "
             << SemanticsName(*semantics) << " semantics\n";
+  const PeakUnit unit = ChoosePeakUnit(rows);
   std::cout << absl::StrFormat("%-13s %10s %11s %14s %12s %5s\n", "plan",
-                               "peak (GB)", "step (ms)", "recompute (ms)",
-                               "vs full", "fits");
+                               absl::StrCat("peak (", unit.name, ")"), "step (ms)",
+                               "recompute (ms)", "vs full", "fits");
   for (const Row& row : rows) {
-    std::cout << FormatRow(row, full_step_ms, *budget_bytes);
+    std::cout << FormatRow(row, unit, full_step_ms, *budget_bytes);
   }
   return absl::OkStatus();
 }

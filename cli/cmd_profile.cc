@@ -3,8 +3,10 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "model_options.h"
@@ -12,6 +14,7 @@
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/profiler/calibration.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 #ifdef SACPLAN_HAVE_CPU_PROFILER
@@ -28,6 +31,8 @@ struct ProfileFlags {
   int repeats = 5;  // measured profiles: timed runs per op (median)
   int warmup = 2;   // measured profiles: untimed runs before them
   int threads = 0;  // measured profiles: ATen threads, 0 = LibTorch default
+  // Measured profile.json files whose fit replaces the preset's op times.
+  std::vector<std::string> calibrate_from;
 };
 
 // Devices that would be measured on a GPU rather than modelled: later issues.
@@ -81,7 +86,56 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
 }
 #endif  // SACPLAN_HAVE_CPU_PROFILER
 
+// "gemm fwd: 0.0200 ms + 1.25 TFLOP/s + 0.67 TB/s (24 ops, rms error 0.1%)".
+std::string DescribeLaw(OpClass op_class, const char* direction, const TimeLaw& law) {
+  auto rate = [](double ms_per_giga) {
+    return ms_per_giga > 0 ? absl::StrFormat("%.3g", 1.0 / ms_per_giga) : std::string("inf");
+  };
+  return absl::StrFormat("%s %s: %.4f ms + 1 / (%s TFLOP/s) + 1 / (%s TB/s) (%d ops, rms error %.1f%%)",
+                         OpClassName(op_class), direction, law.launch_ms,
+                         rate(law.ms_per_gflop), rate(law.ms_per_gbyte), law.samples,
+                         100 * law.rms_relative_error);
+}
+
+// Fits the roofline's laws to the measured profiles and retimes `profile`;
+// `summary` gets the fitted laws, for after the profile is written.
+absl::Status Calibrate(const std::vector<std::string>& paths, const ModelConfig& config,
+                       Profile& profile, std::string& summary) {
+  std::vector<MeasuredProfile> measured;
+  for (const std::string& path : paths) {
+    absl::StatusOr<Profile> read = ReadProfileFile(path);
+    if (!read.ok()) return read.status();
+    absl::StatusOr<MeasuredProfile> m = MeasuredFromProfile(*read, path);
+    if (!m.ok()) return m.status();
+    measured.push_back(*std::move(m));
+  }
+  absl::StatusOr<RooflineCalibration> fit = CalibrateRoofline(measured);
+  if (!fit.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--calibrate-from: ", fit.status().message()));
+  }
+  ApplyCalibration(*fit, config, profile.model);
+  profile.source = "calibrated";
+  summary = absl::StrCat("  calibrated from ", absl::StrJoin(paths, ", "), ":\n");
+  for (int c = 0; c < kOpClassCount; ++c) {
+    const OpClass op_class = static_cast<OpClass>(c);
+    if (fit->fwd[c].samples == 0) {
+      absl::StrAppend(&summary, "    ", OpClassName(op_class),
+                      ": no op measured; roofline times kept\n");
+      continue;
+    }
+    absl::StrAppend(&summary, "    ", DescribeLaw(op_class, "fwd", fit->fwd[c]), "\n",
+                    "    ", DescribeLaw(op_class, "bwd", fit->bwd[c]), "\n");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunProfile(const ProfileFlags& flags) {
+  if (!flags.calibrate_from.empty() && (flags.device == "cpu" || IsGpuMeasuredDevice(flags.device))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--calibrate-from retimes a roofline preset's profile; --device ", flags.device,
+        " measures instead (use --device ", absl::StrJoin(DeviceNames(), "|"), ")"));
+  }
   if (flags.device == "cpu") {
 #ifdef SACPLAN_HAVE_CPU_PROFILER
     return RunCpuProfile(flags);
@@ -108,6 +162,12 @@ absl::Status RunProfile(const ProfileFlags& flags) {
   if (!config.ok()) return config.status();
   absl::StatusOr<Profile> profile = RooflineProfile(*config, *device);
   if (!profile.ok()) return profile.status();
+  std::string calibration_summary;
+  if (!flags.calibrate_from.empty()) {
+    absl::Status calibrated =
+        Calibrate(flags.calibrate_from, *config, *profile, calibration_summary);
+    if (!calibrated.ok()) return calibrated;
+  }
 
   absl::Status written = WriteFileAtomically(
       flags.output, ProfileToJson(*profile).dump(1) + "\n");
@@ -118,11 +178,12 @@ absl::Status RunProfile(const ProfileFlags& flags) {
   std::cout << "profile: " << profile->model_name << ", "
             << model.blocks.size() << " blocks x " << ops << " ops, "
             << config->tokens << " tokens x batch " << config->batch
-            << ", roofline on " << device->description << "\n"
+            << (flags.calibrate_from.empty() ? ", roofline on " : ", calibrated, memory of ")
+            << device->description << "\n"
             << "  fixed memory " << FormatBytes(model.fixed.param_bytes +
                                                 model.fixed.optimizer_state_bytes)
             << " (parameters + optimizer state)\n"
-            << "wrote " << flags.output << "\n";
+            << calibration_summary << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
 
@@ -163,6 +224,12 @@ Command AddProfileCommand(CLI::App& app) {
                       "LibTorch's default, one per core); 1 gives steadier "
                       "times on a busy machine")
       ->check(CLI::NonNegativeNumber);
+  command->add_option(
+      "--calibrate-from", flags->calibrate_from,
+      "Measured profile.json (e.g. --device cpu at a short --tokens); repeat for "
+      "more. Fits each op class's time (launch + FLOPs + bytes, least squares) "
+      "to its ops and retimes this profile with the fit, so a short measured "
+      "sequence predicts a long one; the preset still gives the device memory");
   command->add_option("-o,--output", flags->output, "profile.json to write")
       ->required();
   return {command, [flags] { return RunProfile(*flags); }};

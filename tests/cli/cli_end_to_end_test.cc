@@ -1,8 +1,10 @@
 // The CLI as a user drives it: profile -> plan -> simulate round trips, the
 // compare table, and the headline claims on Wan2.1-1.3B at 72,000
 // tokens on an h100 roofline profile.
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -124,6 +126,93 @@ TEST(CliEndToEnd, CompareSaysWhenNoPlanFits) {
   std::string out = MustRun(
       {"compare", "--profile", profile.string(), "--budget", "1KB"}, dir);
   EXPECT_NE(out.find("optimal       infeasible"), std::string::npos) << out;
+}
+
+// The peak column's unit follows the table's magnitude: a tiny model's
+// peaks in MB (not "0.02" GB on every row), Wan2.1-1.3B's in GB; the figure
+// in a row is the plan's own peak in that unit.
+TEST(CliEndToEnd, ComparePrintsPeaksInAUnitFittingTheirSize) {
+  struct Case {
+    std::vector<std::string> model;
+    const char* unit;
+    double unit_bytes;
+  };
+  const std::vector<Case> cases = {
+      {{"--model", "wan-tiny"}, "MB", 1e6},
+      {{"--model", "wan2.1-1.3b", "--tokens", "72000", "--layers", "4"}, "GB", 1e9}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.unit);
+    fs::path dir = FreshDir(std::string("compare_unit_") + c.unit);
+    fs::path profile = MakeProfile(dir, c.model);
+    const Predicted none = PlanWith(dir, profile, {"--preset", "none"}, "none");
+    const Predicted full = PlanWith(dir, profile, {"--preset", "full"}, "full");
+    // The case's premise: its largest peak (none's) is 1 to 1000 units.
+    ASSERT_GE(none.peak_bytes, c.unit_bytes);
+    ASSERT_LT(none.peak_bytes, 1000 * c.unit_bytes);
+    std::string out = MustRun(
+        {"compare", "--profile", profile.string(), "--budget", "100GB"}, dir);
+    EXPECT_NE(out.find(std::string("peak (") + c.unit + ")"), std::string::npos) << out;
+    for (const auto& [name, predicted] :
+         {std::pair<std::string, Predicted>{"none", none}, {"full", full}}) {
+      const size_t row = out.find("\n" + name + " ");
+      ASSERT_NE(row, std::string::npos) << out;
+      const double shown = std::stod(out.substr(row + 1 + name.size()));
+      // Printed with two decimals.
+      EXPECT_NEAR(shown, predicted.peak_bytes / c.unit_bytes, 0.005 + 1e-9)
+          << name << "\n" << out;
+    }
+  }
+}
+
+// --calibrate-from: profiles "measured" at 256 and 512 tokens whose op times
+// follow a known law (launch + FLOPs + bytes) calibrate an h100 profile at
+// 4096 tokens: every op's time there is the law's, not the h100 preset's,
+// and the memory stays the h100's.
+TEST(CliEndToEnd, CalibratedProfileFollowsTheMeasuredLaw) {
+  auto fwd_law = [](const nlohmann::json& op) {
+    return 0.01 + op["flops"].get<double>() / 1e9 * 0.5 +
+           op["bytes_moved"].get<double>() / 1e9 * 2.0;
+  };
+  fs::path dir = FreshDir("calibrate");
+  std::vector<std::string> args = {"profile", "--model", "wan-tiny", "--device", "h100",
+                                   "--tokens", "4096"};
+  for (const char* tokens : {"256", "512"}) {
+    const fs::path measured = dir / (std::string("measured_") + tokens + ".json");
+    MustRun({"profile", "--model", "wan-tiny", "--device", "l40s", "--tokens", tokens,
+             "-o", measured.string()},
+            dir);
+    nlohmann::json doc = ReadJson(measured);
+    for (auto& block : doc["blocks"]) {
+      for (auto& op : block["ops"]) {
+        op["fwd_ms"] = fwd_law(op);
+        op["bwd_ms"] = 2 * fwd_law(op);
+      }
+    }
+    WriteJson(measured, doc);
+    args.insert(args.end(), {"--calibrate-from", measured.string()});
+  }
+  const fs::path calibrated = dir / "calibrated.json";
+  args.insert(args.end(), {"-o", calibrated.string()});
+  const std::string out = MustRun(args, dir);
+  EXPECT_NE(out.find("gemm fwd: 0.0100 ms"), std::string::npos) << out;
+  const fs::path h100 = dir / "h100.json";
+  MustRun({"profile", "--model", "wan-tiny", "--device", "h100", "--tokens", "4096", "-o",
+           h100.string()},
+          dir);
+  const nlohmann::json got = ReadJson(calibrated);
+  const nlohmann::json preset = ReadJson(h100);
+  EXPECT_EQ(got["source"], "calibrated");
+  EXPECT_EQ(got["device"], preset["device"]);
+  int differs_from_preset = 0;
+  for (size_t k = 0; k < got["blocks"][0]["ops"].size(); ++k) {
+    const nlohmann::json& op = got["blocks"][0]["ops"][k];
+    const double want = fwd_law(op);
+    EXPECT_NEAR(op["fwd_ms"].get<double>(), want, 1e-6 * want) << op["id"];
+    EXPECT_NEAR(op["bwd_ms"].get<double>(), 2 * want, 2e-6 * want) << op["id"];
+    differs_from_preset +=
+        std::abs(preset["blocks"][0]["ops"][k]["fwd_ms"].get<double>() - want) > 0.1 * want;
+  }
+  EXPECT_GT(differs_from_preset, 0);
 }
 
 // The headline: at the peak of attn_only (FastVideo's policy) and at

@@ -231,6 +231,30 @@ TEST_F(CliErrors, BadModelOverride) {
                            "--frames");
 }
 
+TEST_F(CliErrors, CalibrationNeedsARooflineTargetAndAUsableProfile) {
+  const std::string tiny = Profile("wan-tiny").string();
+  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", "cpu",
+                            "--calibrate-from", tiny},
+                           "--calibrate-from");
+  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--calibrate-from",
+                            (dir_this_ / "absent.json").string()},
+                           "absent.json");
+  const fs::path no_config =
+      EditedProfile([](nlohmann::json& doc) { doc["model"].erase("config"); });
+  ExpectRejectedWithOutput(
+      {"profile", "--model", "wan-tiny", "--calibrate-from", no_config.string()},
+      "model.config");
+  const fs::path no_costs = EditedProfile([](nlohmann::json& doc) {
+    for (auto& op : doc["blocks"][0]["ops"]) {
+      op.erase("flops");
+      op.erase("bytes_moved");
+    }
+  });
+  ExpectRejectedWithOutput(
+      {"profile", "--model", "wan-tiny", "--calibrate-from", no_costs.string()},
+      "bytes_moved");
+}
+
 TEST_F(CliErrors, MeasuredDeviceNeedsTheExecutor) {
   ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", "cuda"},
                            "executor");

@@ -5,7 +5,6 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include <chrono>
 #include <map>
 #include <set>
 
@@ -119,7 +118,8 @@ TEST(TorchModelTest, EmbedMatchesGraphBlockInputs) {
 
 // The reference step on the tiny configs, in their default bf16 and in
 // fp32: a finite loss and a finite, non-zero gradient for every parameter.
-// Prints the step time (embeddings + 3 blocks + loss + backward).
+// Its speed is bench_executor's BM_AutogradStep/wan-tiny/bf16 and its
+// three siblings (no timing here: a shared machine makes it noise).
 TEST(TorchModelTest, AutogradLossGivesEveryParameterAGradient) {
   // One intra-op thread: tiny ops gain nothing from more, and OpenMP's
   // spinning barriers slow 100x when other builds hold the two cores.
@@ -129,25 +129,11 @@ TEST(TorchModelTest, AutogradLossGivesEveryParameterAGradient) {
       SCOPED_TRACE(std::string(name) + " " + dtype);
       auto model = CpuModel(ConfigWith(name, {{"act_dtype", dtype}}));
       Batch batch = model->MakeBatch(2);
-      double best_ms = 1e9;
-      for (int rep = 0; rep < 3; ++rep) {
-        for (at::Tensor& p : model->Parameters()) p.mutable_grad() = at::Tensor();
-        const auto start = std::chrono::steady_clock::now();
-        at::Tensor loss = AutogradLoss(*model, batch);
-        loss.backward();
-        const double ms = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-        best_ms = std::min(best_ms, ms);
-        EXPECT_EQ(loss.dim(), 0);
-        EXPECT_EQ(loss.scalar_type(), at::kFloat);
-        EXPECT_TRUE(std::isfinite(loss.item<float>()));
-      }
-      std::printf("[ step     ] %s %s AutogradLoss + backward: %.1f ms (best of 3)\n", name,
-                  dtype, best_ms);
-      // Typically 10-70 ms; the bound only catches a gross regression on a
-      // loaded 2-core machine.
-      EXPECT_LT(best_ms, 5000.0);
+      at::Tensor loss = AutogradLoss(*model, batch);
+      loss.backward();
+      EXPECT_EQ(loss.dim(), 0);
+      EXPECT_EQ(loss.scalar_type(), at::kFloat);
+      EXPECT_TRUE(std::isfinite(loss.item<float>()));
       int i = 0;
       for (const at::Tensor& p : model->Parameters()) {
         SCOPED_TRACE("parameter " + std::to_string(i++));

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -86,6 +87,57 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactCase{Semantics::kTorchSac, 12},
                       ExactCase{Semantics::kSacplan, 0},
                       ExactCase{Semantics::kTorchSac, 0}));
+
+// The same against brute force with buckets wider than a byte: with
+// memory_resolution 24 a budget W gets buckets of q = W / 24 bytes (tens of
+// bytes here), and candidates are thinned at q_c = (full's peak / 24) / 4.
+// The chain DP keeps one state per bucket, so the state it keeps may hold up
+// to q - 1 more kept bytes than the optimum's and a thinned-out candidate's
+// stand-in up to q_c - 1 more in kept bytes and peaks; over B blocks and the
+// head that is at most E = (B + 1) (q + q_c) bytes. So the plan must fit W and
+// be at least as fast as the best plan within W - E (the bound the solver's
+// header states: "as fast as the optimum for a budget smaller by blocks x
+// bucket").
+TEST(SolverBucketTest, WideBucketsStayWithinTheirGrainOfBruteForce) {
+  constexpr int kResolution = 24;
+  int checked = 0;
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 12; ++seed) {
+      const Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
+      const AnalyzedModel analyzed = *AnalyzeModel(model);
+      const std::vector<Outcome> outcomes = BruteForce(analyzed, semantics);
+      SolverOptions options;
+      options.semantics = semantics;
+      options.memory_resolution = kResolution;
+      const Solver solver = *Solver::Create(analyzed, options);
+      const int64_t full_peak =
+          SimulateStep(analyzed, *PresetMasks(analyzed, "full"), semantics)->peak_bytes;
+      const int64_t candidate_quantum = std::max<int64_t>(1, full_peak / kResolution / 4);
+      const int blocks = static_cast<int>(analyzed.blocks.size());
+
+      std::set<int64_t> budgets;
+      for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
+      for (const int64_t budget : budgets) {
+        if (budget < solver.MinPeakBytes()) continue;
+        const int64_t quantum = budget / kResolution;
+        ASSERT_GT(quantum, 1) << "the case must bucket wider than a byte";
+        const int64_t grain = (blocks + 1) * (quantum + candidate_quantum);
+        const auto plan = solver.Solve(budget);
+        ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
+        EXPECT_LE(plan->result.peak_bytes, budget);
+        EXPECT_GE(plan->result.step_ms, BestTimeWithin(outcomes, budget) - 1e-9);
+        const double bound = BestTimeWithin(outcomes, budget - grain);
+        if (bound == std::numeric_limits<double>::infinity()) continue;
+        ++checked;
+        EXPECT_LE(plan->result.step_ms, bound + 1e-9)
+            << SemanticsName(semantics) << " seed " << seed << " budget " << budget
+            << " grain " << grain;
+      }
+    }
+  }
+  // The bound bit on many budgets, not only on the vacuous ones.
+  EXPECT_GT(checked, 100);
+}
 
 // torch-sac: saving an op the re-run never reaches spares nothing and keeps
 // its outputs in the cache (the final add's: the block output, past the

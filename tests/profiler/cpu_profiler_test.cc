@@ -1,6 +1,6 @@
 // The measured CPU profiler on the tiny models: a valid profile with the
 // graph's sizes, positive measured times, the workspace the counting
-// allocator sees, and times that hold still between runs.
+// allocator sees, and workspaces that repeat between runs.
 #include "sacplan/profiler/cpu_profiler.h"
 
 #include <algorithm>
@@ -69,8 +69,6 @@ TEST_P(CpuProfilerTest, ValidProfileWithTheGraphsSizesAndMeasuredTimes) {
       EXPECT_EQ(op.id, want.ops[i].id);
       EXPECT_GT(op.fwd_ms, 0);
       EXPECT_GT(op.bwd_ms, 0);
-      EXPECT_GE(op.workspace_bytes, 0);
-      EXPECT_GE(op.bwd_workspace_bytes, 0);
       EXPECT_EQ(op.param_bytes, want.ops[i].param_bytes);
       ASSERT_EQ(op.outputs.size(), want.ops[i].outputs.size());
       for (size_t k = 0; k < op.outputs.size(); ++k) {
@@ -102,24 +100,21 @@ TEST_P(CpuProfilerTest, MeasuredSizesAgreeWithTheGraphBuilder) {
   }
 }
 
-TEST_P(CpuProfilerTest, TimesHoldStillBetweenRuns) {
+// Memory does not depend on timing: a second measurement gives the same
+// workspaces. (How much the times move between runs is
+// bench_cpu_profiler's BM_CpuProfileRepeat, not a pass/fail matter.)
+TEST_P(CpuProfilerTest, WorkspacesRepeatBetweenRuns) {
   absl::StatusOr<CpuProfileResult> again = MeasureCpuProfile(Config(GetParam()), Quick());
   ASSERT_TRUE(again.ok()) << again.status();
   const Block& first = Measured(GetParam()).profile.model.blocks[0];
   const Block& second = again->profile.model.blocks[0];
-  double first_ms = 0, second_ms = 0;
+  ASSERT_EQ(first.ops.size(), second.ops.size());
   for (size_t i = 0; i < first.ops.size(); ++i) {
-    first_ms += first.ops[i].fwd_ms + first.ops[i].bwd_ms;
-    second_ms += second.ops[i].fwd_ms + second.ops[i].bwd_ms;
-    // Memory does not depend on timing: the same every run.
     EXPECT_EQ(first.ops[i].workspace_bytes, second.ops[i].workspace_bytes)
         << first.ops[i].id;
     EXPECT_EQ(first.ops[i].bwd_workspace_bytes, second.ops[i].bwd_workspace_bytes)
         << first.ops[i].id;
   }
-  // A shared 2-core machine: a loose factor on the whole block's time.
-  EXPECT_LT(std::max(first_ms, second_ms) / std::min(first_ms, second_ms), 3.0)
-      << first_ms << " ms vs " << second_ms << " ms";
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CpuProfilerTest,
@@ -133,6 +128,22 @@ TEST(CpuProfilerWorkspaceTest, BfloatLinearCastsItsFloatWeight) {
   const Op& q = FindOp(block, "self_attn.q");
   const ModelConfig config = Config("wan-tiny");
   EXPECT_GE(q.workspace_bytes, config.dim * config.dim * 2) << q.workspace_bytes;
+}
+
+TEST(CpuProfilerWorkspaceTest, OneKernelOpsHaveNoScratch) {
+  // GELU is one ATen kernel that writes only its result, forward and
+  // backward: all the meter sees beyond the output (or the returned
+  // gradient) is scratch, and there is none. Counting the output as scratch,
+  // or not subtracting it, shows up here.
+  const Block& block = Measured("wan-tiny").profile.model.blocks[0];
+  int gelus = 0;
+  for (const Op& op : block.ops) {
+    if (op.kind != "gelu") continue;
+    ++gelus;
+    EXPECT_EQ(op.workspace_bytes, 0) << op.id;
+    EXPECT_EQ(op.bwd_workspace_bytes, 0) << op.id;
+  }
+  EXPECT_EQ(gelus, 1);
 }
 
 TEST(CpuProfilerOptionsTest, RejectsBadRepeats) {

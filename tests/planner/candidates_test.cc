@@ -1,0 +1,145 @@
+// The solver's per-block candidate generators (planner/src/candidates.h).
+#include "candidates.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+constexpr double kMsTolerance = 1e-9;
+
+bool Covers(const SaveOutcome& a, const SaveOutcome& b) {
+  return a.kept_bytes <= b.kept_bytes && a.recompute_ms <= b.recompute_ms + kMsTolerance;
+}
+
+bool Dominates(const BlockCost& a, const BlockCost& b) {
+  return a.kept_bytes <= b.kept_bytes && a.forward_peak_bytes <= b.forward_peak_bytes &&
+         a.backward_peak_bytes <= b.backward_peak_bytes &&
+         a.recompute_ms <= b.recompute_ms + kMsTolerance;
+}
+
+int64_t RoundUp(int64_t bytes, int64_t quantum) { return (bytes + quantum - 1) / quantum; }
+
+// A random block with op 1 a collective and op 3 never_save.
+BlockAnalysis MarkedBlock(uint32_t seed, int ops) {
+  Block block = testing::RandomBlock(0, ops, seed, 48, 16);
+  block.ops[1].collective = true;
+  block.ops[3].never_save = true;
+  return *AnalyzeBlock(block);
+}
+
+TEST(AllSaveMasksTest, EnumeratesEveryChoiceOfTheFreeOps) {
+  const BlockAnalysis block = MarkedBlock(3, 6);
+  const std::vector<SaveMask> masks = AllSaveMasks(block);
+  // Ops 0, 2, 4, 5 are free: 16 masks, plus saving every op (no checkpoint,
+  // the only mask that may keep the never_save op).
+  ASSERT_EQ(masks.size(), 17u);
+  EXPECT_EQ(std::set<SaveMask>(masks.begin(), masks.end()).size(), 17u);
+  EXPECT_EQ(masks.back(), SaveMask(6, true));
+  for (size_t i = 0; i + 1 < masks.size(); ++i) {
+    EXPECT_FALSE(masks[i][1]) << i;  // collectives are saved by LowerBlock
+    EXPECT_FALSE(masks[i][3]) << i;
+  }
+  EXPECT_EQ(AllSaveMasks(*AnalyzeBlock(testing::ChainBlock(0))).size(), 8u);
+}
+
+// The (kept bytes, recompute time) frontier generators lose nothing: every
+// save set is matched or beaten on both by one of theirs.
+TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 25; ++seed) {
+      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
+      const BlockAnalysis block = seed % 3 == 0
+                                      ? MarkedBlock(seed, 9)
+                                      : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+      std::vector<SaveOutcome> frontier;
+      for (const SaveMask& mask : FrontierSaveMasks(block, semantics)) {
+        ASSERT_EQ(mask.size(), block.ops.size());
+        frontier.push_back(DecideSaves(block, mask, semantics));
+      }
+      std::vector<SaveMask> all = AllSaveMasks(block);
+      if (semantics == Semantics::kTorchSac) all = DropUselessSaves(block, std::move(all));
+      for (const SaveMask& mask : all) {
+        const SaveOutcome outcome = DecideSaves(block, mask, semantics);
+        EXPECT_TRUE(std::any_of(frontier.begin(), frontier.end(),
+                                [&](const SaveOutcome& f) { return Covers(f, outcome); }))
+            << "kept " << outcome.kept_bytes << " recompute " << outcome.recompute_ms;
+      }
+      // And it is far smaller than the 2^n sets it stands for.
+      EXPECT_LT(frontier.size(), all.size());
+    }
+  }
+}
+
+TEST(WithNeighboursTest, AddsEveryOneOpFlipOfTheFreeOps) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  const std::vector<SaveMask> got = WithNeighbours(block, {{true, false, false}});
+  EXPECT_EQ(got, (std::vector<SaveMask>{{false, false, false},
+                                        {true, false, false},
+                                        {true, false, true},
+                                        {true, true, false}}));
+  // Never-save ops are dropped from any flip that checkpoints the block.
+  const BlockAnalysis marked = MarkedBlock(5, 6);
+  for (const SaveMask& mask : WithNeighbours(marked, {SaveMask(6, true)})) {
+    const bool every = mask == SaveMask(6, true);
+    EXPECT_TRUE(every || !mask[3]);
+  }
+}
+
+TEST(ParetoCandidatesTest, KeepsExactlyTheUndominatedCosts) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    const BlockAnalysis block = *AnalyzeBlock(testing::RandomBlock(0, 8, 11, 48, 16));
+    const std::vector<SaveMask> all = AllSaveMasks(block);
+    const std::vector<BlockCandidate> kept = ParetoCandidates(block, all, semantics);
+    ASSERT_FALSE(kept.empty());
+    for (size_t i = 0; i < kept.size(); ++i) {
+      EXPECT_EQ(kept[i].cost.kept_bytes,
+                EvaluateBlock(block, kept[i].mask, semantics).kept_bytes);
+      for (size_t j = 0; j < kept.size(); ++j) {
+        if (i != j) EXPECT_FALSE(Dominates(kept[j].cost, kept[i].cost)) << i << " " << j;
+      }
+    }
+    for (const SaveMask& mask : all) {
+      const BlockCost cost = EvaluateBlock(block, mask, semantics);
+      EXPECT_TRUE(std::any_of(kept.begin(), kept.end(), [&](const BlockCandidate& c) {
+        return Dominates(c.cost, cost);
+      }));
+    }
+  }
+}
+
+TEST(ThinCandidatesTest, KeepsOneCandidateAtLeastAsGoodPerRoundedCost) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::RandomBlock(0, 9, 23, 48, 16));
+  const std::vector<BlockCandidate> all =
+      ParetoCandidates(block, AllSaveMasks(block), Semantics::kSacplan);
+  EXPECT_EQ(ThinCandidates(all, 1).size(), all.size());
+  for (const int64_t quantum : {8, 64, 512}) {
+    const std::vector<BlockCandidate> thin = ThinCandidates(all, quantum);
+    EXPECT_LE(thin.size(), all.size());
+    for (const BlockCandidate& c : all) {
+      const bool covered = std::any_of(thin.begin(), thin.end(), [&](const BlockCandidate& t) {
+        return RoundUp(t.cost.kept_bytes, quantum) <= RoundUp(c.cost.kept_bytes, quantum) &&
+               RoundUp(t.cost.forward_peak_bytes, quantum) <=
+                   RoundUp(c.cost.forward_peak_bytes, quantum) &&
+               RoundUp(t.cost.backward_peak_bytes, quantum) <=
+                   RoundUp(c.cost.backward_peak_bytes, quantum) &&
+               t.cost.recompute_ms <= c.cost.recompute_ms + kMsTolerance;
+      });
+      EXPECT_TRUE(covered) << "quantum " << quantum;
+    }
+  }
+  // A quantum larger than every cost leaves the fastest candidate alone.
+  const std::vector<BlockCandidate> one = ThinCandidates(all, int64_t{1} << 40);
+  ASSERT_EQ(one.size(), 1u);
+  for (const BlockCandidate& c : all) EXPECT_LE(one[0].cost.recompute_ms, c.cost.recompute_ms);
+}
+
+}  // namespace
+}  // namespace sacplan

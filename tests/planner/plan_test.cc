@@ -1,0 +1,189 @@
+#include "sacplan/planner/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/presets.h"
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+class PlanTest : public ::testing::Test {
+ protected:
+  PlanTest() : model_(testing::ChainModel(3)), analyzed_(*AnalyzeModel(model_)) {
+    // fc is a collective in block 2: never recomputed, so never listed.
+    model_.blocks[2].ops[0].collective = true;
+    analyzed_ = *AnalyzeModel(model_);
+  }
+
+  Plan MakePlan(const std::vector<SaveMask>& masks) const {
+    Plan plan;
+    plan.model_name = "chain";
+    plan.method = "optimal";
+    plan.budget_bytes = 4096;
+    plan.semantics = Semantics::kTorchSac;
+    plan.model_config = {{"name", "chain"}, {"tokens", 12}};
+    plan.blocks = BlockPlansFromMasks(analyzed_, masks);
+    SetPrediction(*SimulateStep(analyzed_, masks, plan.semantics), plan);
+    return plan;
+  }
+
+  Model model_;
+  AnalyzedModel analyzed_;
+};
+
+TEST_F(PlanTest, MasksAndBlockPlansConvertBothWays) {
+  const std::vector<SaveMask> masks = {{true, false, true}, {false, false, false},
+                                       {true, true, true}};
+  const std::vector<BlockPlan> blocks = BlockPlansFromMasks(analyzed_, masks);
+  ASSERT_EQ(blocks.size(), 3u);
+  EXPECT_EQ(blocks[0].index, 0);
+  EXPECT_EQ(blocks[0].save, (std::vector<std::string>{"fc", "add"}));
+  EXPECT_TRUE(blocks[1].save.empty());
+  EXPECT_EQ(blocks[2].save, (std::vector<std::string>{"fc", "act", "add"}));
+  Plan plan;
+  plan.blocks = blocks;
+  EXPECT_EQ(*MasksFromPlan(analyzed_, plan), masks);
+  // Block order in the plan does not matter; indices do.
+  std::swap(plan.blocks[0], plan.blocks[2]);
+  EXPECT_EQ(*MasksFromPlan(analyzed_, plan), masks);
+}
+
+TEST_F(PlanTest, MasksFromPlanNamesWhatDoesNotFitTheModel) {
+  Plan plan = MakePlan(*PresetMasks(analyzed_, "full"));
+  struct Case {
+    std::function<void(Plan&)> edit;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](Plan& p) { p.blocks.pop_back(); }, "plan has 2 blocks but the model has 3"},
+      {[](Plan& p) { p.blocks[1].index = 3; }, "index 3 is out of range or repeated"},
+      {[](Plan& p) { p.blocks[1].index = 0; }, "index 0 is out of range or repeated"},
+      {[](Plan& p) { p.blocks[1].index = -1; }, "index -1"},
+      {[](Plan& p) { p.blocks[1].save = {"act", "attn"}; },
+       "plan block 1 saves op 'attn', which the model's block does not have"},
+  };
+  for (const Case& c : cases) {
+    Plan edited = plan;
+    c.edit(edited);
+    const auto masks = MasksFromPlan(analyzed_, edited);
+    ASSERT_FALSE(masks.ok()) << c.says;
+    EXPECT_EQ(masks.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(masks.status().message().find(c.says), std::string::npos) << masks.status();
+  }
+}
+
+TEST_F(PlanTest, JsonRoundTripKeepsEveryFieldRead) {
+  const Plan plan = MakePlan({{true, false, false}, {false, true, true}, {true, true, true}});
+  const nlohmann::json doc = PlanToJson(plan, analyzed_);
+  EXPECT_EQ(doc.at("schema"), kPlanSchema);
+  EXPECT_EQ(doc.at("semantics"), "torch-sac");
+  const absl::StatusOr<Plan> back = PlanFromJson(doc);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model_name, "chain");
+  EXPECT_EQ(back->method, "optimal");
+  EXPECT_EQ(back->budget_bytes, 4096);
+  EXPECT_EQ(back->semantics, Semantics::kTorchSac);
+  EXPECT_EQ(back->model_config, plan.model_config);
+  EXPECT_EQ(back->predicted.peak_bytes, plan.predicted.peak_bytes);
+  EXPECT_DOUBLE_EQ(back->predicted.step_ms, plan.predicted.step_ms);
+  EXPECT_DOUBLE_EQ(back->predicted.recompute_ms, plan.predicted.recompute_ms);
+  ASSERT_EQ(back->blocks.size(), 3u);
+  for (size_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(back->blocks[b].index, plan.blocks[b].index);
+    EXPECT_EQ(back->blocks[b].save, plan.blocks[b].save);
+  }
+}
+
+TEST_F(PlanTest, JsonListsRecomputedOpsAndWhichBlocksCheckpoint) {
+  const Plan plan = MakePlan({{true, false, false}, {true, true, true}, {false, false, false}});
+  const nlohmann::json doc = PlanToJson(plan, analyzed_);
+  const nlohmann::json& blocks = doc.at("blocks");
+  EXPECT_EQ(blocks[0].at("recompute"), nlohmann::json({"act", "add"}));
+  EXPECT_TRUE(blocks[0].at("checkpoint").get<bool>());
+  EXPECT_EQ(blocks[1].at("recompute"), nlohmann::json::array());
+  EXPECT_FALSE(blocks[1].at("checkpoint").get<bool>());
+  // Block 2's fc is a collective: saved whatever the mask, never recomputed.
+  EXPECT_EQ(blocks[2].at("recompute"), nlohmann::json({"act", "add"}));
+}
+
+TEST_F(PlanTest, OptionalFieldsTakeTheirDefaults) {
+  const nlohmann::json doc = {{"schema", kPlanSchema},
+                              {"blocks", {{{"index", 0}, {"save", {"fc"}}}}}};
+  const absl::StatusOr<Plan> plan = PlanFromJson(doc);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->semantics, Semantics::kSacplan);
+  EXPECT_EQ(plan->budget_bytes, 0);
+  EXPECT_EQ(plan->model_name, "");
+  EXPECT_TRUE(plan->model_config.is_object());
+  EXPECT_TRUE(plan->model_config.empty());
+  EXPECT_EQ(plan->blocks[0].save, std::vector<std::string>{"fc"});
+}
+
+TEST_F(PlanTest, BadDocumentsNameTheField) {
+  const nlohmann::json good = PlanToJson(MakePlan(*PresetMasks(analyzed_, "none")), analyzed_);
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](nlohmann::json& d) { d["schema"] = "sacplan.plan/2"; }, "schema"},
+      {[](nlohmann::json& d) { d.erase("schema"); }, "schema"},
+      {[](nlohmann::json& d) { d["semantics"] = "eager"; }, "semantics"},
+      {[](nlohmann::json& d) { d["budget_bytes"] = -5; }, "budget_bytes"},
+      {[](nlohmann::json& d) { d["budget_bytes"] = "40GB"; }, "budget_bytes"},
+      {[](nlohmann::json& d) { d["model"] = 7; }, "model"},
+      {[](nlohmann::json& d) { d["model_config"] = "wan"; }, "model_config"},
+      {[](nlohmann::json& d) { d["predicted"]["step_ms"] = "fast"; }, "step_ms"},
+      {[](nlohmann::json& d) { d.erase("blocks"); }, "blocks"},
+      {[](nlohmann::json& d) { d["blocks"] = {{"index", 0}}; }, "blocks"},
+      {[](nlohmann::json& d) { d["blocks"][1].erase("save"); }, "blocks[1]"},
+      {[](nlohmann::json& d) { d["blocks"][2]["save"] = {"fc", 3}; }, "blocks[2]"},
+      {[](nlohmann::json& d) { d["blocks"][0].erase("index"); }, "blocks[0]"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json doc = good;
+    c.edit(doc);
+    const absl::StatusOr<Plan> plan = PlanFromJson(doc);
+    ASSERT_FALSE(plan.ok()) << c.field << " in " << doc.dump();
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(plan.status().message().find(c.field), std::string::npos)
+        << plan.status();
+  }
+  EXPECT_FALSE(PlanFromJson(nlohmann::json::array()).ok());
+}
+
+TEST_F(PlanTest, ReadPlanFilePrefixesErrorsWithThePath) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir());
+  const std::string good = (dir / "plan_test_good.json").string();
+  const Plan plan = MakePlan(*PresetMasks(analyzed_, "attn_only"));
+  ASSERT_TRUE(WriteFileAtomically(good, PlanToJson(plan, analyzed_).dump()).ok());
+  const absl::StatusOr<Plan> read = ReadPlanFile(good);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*MasksFromPlan(analyzed_, *read), *MasksFromPlan(analyzed_, plan));
+
+  const std::string bad = (dir / "plan_test_bad.json").string();
+  ASSERT_TRUE(WriteFileAtomically(bad, R"({"schema": "sacplan.plan/1", "blocks": 3})").ok());
+  const absl::StatusOr<Plan> wrong = ReadPlanFile(bad);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().message().rfind(bad + ": ", 0), 0u) << wrong.status();
+  EXPECT_NE(wrong.status().message().find("blocks"), std::string::npos);
+
+  const std::string truncated = (dir / "plan_test_truncated.json").string();
+  ASSERT_TRUE(WriteFileAtomically(truncated, R"({"schema": "sacplan.pl)").ok());
+  const absl::StatusOr<Plan> cut = ReadPlanFile(truncated);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find(truncated), std::string::npos) << cut.status();
+
+  EXPECT_FALSE(ReadPlanFile((dir / "plan_test_absent.json").string()).ok());
+}
+
+}  // namespace
+}  // namespace sacplan
