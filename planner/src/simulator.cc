@@ -91,10 +91,13 @@ class BlockInterpreter {
     void AliasSlice(int t, int from) { slices_of_[t].push_back(Ref(buffer_of_[from])); }
     // Drops t's reference; returns the bytes freed (0 while others hold it).
     int64_t Release(int t) { return Unref(std::exchange(buffer_of_[t], -1)); }
-    // Drops the references of t's slices; returns the bytes freed.
-    int64_t ReleaseSlices(int t) {
-      int64_t freed_bytes = 0;
-      for (int b : slices_of_[t]) freed_bytes += Unref(b);
+    // Drops the references of t's slices; returns the bytes of each buffer
+    // this frees (one free per allocation, as the allocation trace needs).
+    std::vector<int64_t> ReleaseSlices(int t) {
+      std::vector<int64_t> freed_bytes;
+      for (int b : slices_of_[t]) {
+        if (const int64_t bytes = Unref(b); bytes > 0) freed_bytes.push_back(bytes);
+      }
       slices_of_[t].clear();
       return freed_bytes;
     }
@@ -182,7 +185,9 @@ class BlockInterpreter {
     const int64_t bytes = block_.tensors[t].bytes;
     tracker_.Alloc(MemoryCategory::kActivationGrads, bytes);
     tracker_.Mark({Phase::kBackward, block_index_, block_.op_ids[k]}, clock_ms_);
-    tracker_.Free(MemoryCategory::kActivationGrads, grads_.ReleaseSlices(t));
+    for (int64_t freed : grads_.ReleaseSlices(t)) {
+      tracker_.Free(MemoryCategory::kActivationGrads, freed);
+    }
     if (grads_.live(t)) {
       tracker_.Free(MemoryCategory::kActivationGrads, bytes);
     } else {

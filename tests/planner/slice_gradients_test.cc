@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/graph.h"
 #include "sacplan/planner/simulator.h"
 #include "test_graphs.h"
@@ -97,6 +98,19 @@ TEST(SliceGradientsTest, CloneHandsItsGradientThrough) {
   // proj makes copy.out's 300 gradient; clone passes it on as join.out's.
   EXPECT_EQ(moments[0], "proj:400");
   EXPECT_EQ(moments[1], "copy:300");
+}
+
+TEST(SliceGradientsTest, EachSliceIsFreedAsTheAllocationItWas) {
+  // The caching-allocator replay pairs every free with an allocation of its
+  // size: one free for all the slices at once would pair with none.
+  auto analyzed = AnalyzeModel(SlicedModel(true));
+  ASSERT_TRUE(analyzed.ok()) << analyzed.status();
+  auto step = SimulateStep(*analyzed, {SaveMask(5, false)}, Semantics::kTorchSac,
+                           {.record_events = true});
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<AllocatorStats> replay = ReplayStepEvents(step->events);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->requested_peak_bytes, step->peak_bytes);
 }
 
 TEST(SliceGradientsTest, ValidationRefusesSizesThatAreNotSlicesOfAnInput) {
