@@ -28,6 +28,7 @@ struct ProfileFlags {
   int repeats = 5;  // measured profiles: timed runs per op (median)
   int warmup = 2;   // measured profiles: untimed runs before them
   int threads = 0;  // measured profiles: ATen threads, 0 = LibTorch default
+  std::string kernels = "aten";  // which block-op implementation to time
 };
 
 // Devices that would be measured on a GPU rather than modelled: later issues.
@@ -82,6 +83,14 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
 #endif  // SACPLAN_HAVE_CPU_PROFILER
 
 absl::Status RunProfile(const ProfileFlags& flags) {
+  // The fused kernels run only on CUDA; the roofline models ATen's ops and
+  // the CPU profiler measures them.
+  if (flags.kernels == "fused" && !IsGpuMeasuredDevice(flags.device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kernels fused: fused kernels run only on a CUDA device, and --device ",
+        flags.device, " is ", flags.device == "cpu" ? "the CPU" : "a roofline model",
+        "; use --kernels aten"));
+  }
   if (flags.device == "cpu") {
 #ifdef SACPLAN_HAVE_CPU_PROFILER
     return RunCpuProfile(flags);
@@ -163,6 +172,11 @@ Command AddProfileCommand(CLI::App& app) {
                       "LibTorch's default, one per core); 1 gives steadier "
                       "times on a busy machine")
       ->check(CLI::NonNegativeNumber);
+  command->add_option("--kernels", flags->kernels,
+                      "Implementation of the cheap block ops to time: aten (default) "
+                      "or fused (sacplan's CUDA kernels; measured CUDA profiles only). "
+                      "Recorded as the profile's \"kernels\"")
+      ->check(CLI::IsMember({"aten", "fused"}));
   command->add_option("-o,--output", flags->output, "profile.json to write")
       ->required();
   return {command, [flags] { return RunProfile(*flags); }};
