@@ -52,11 +52,14 @@ TEST_P(RmsNormReferenceTest, ForwardAndBackwardMatchAtenAutograd) {
   bwd.grad_weight = c.weighted ? F(gw) : nullptr;
   ASSERT_TRUE(RmsNormBackwardReference(bwd).ok());
   EXPECT_LT(RelErr(gx, x.grad()), 1e-5);
-  if (c.weighted) EXPECT_LT(RelErr(gw, w.grad()), 1e-5);
+  if (c.weighted) {
+    EXPECT_LT(RelErr(gw, w.grad()), 1e-5);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormReferenceTest,
-                         ::testing::Values(Case{1, 1, 1e-6f, true}, Case{3, 7, 1e-6f, true},
+                         // dim 1 with a large eps: with a small one the gradient is all cancellation.
+                         ::testing::Values(Case{2, 1, 0.5f, true}, Case{3, 7, 1e-6f, true},
                                            Case{17, 129, 1e-5f, true},
                                            Case{5, 64, 1e-6f, false},
                                            Case{4, 1536, 1e-6f, true}));

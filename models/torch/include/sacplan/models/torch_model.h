@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -24,6 +25,23 @@
 #include "sacplan/planner/graph.h"
 
 namespace sacplan {
+
+// Which implementation runs the cheap, memory-bound block ops: ATen's ops
+// (the reference) or sacplan's fused CUDA kernels (kernels/, docs/kernels.md)
+// for LayerNorm, RMSNorm, Wan's RoPE, the gate product and GELU-tanh. Both
+// compute the same math in fp32; results differ by rounding only.
+enum class KernelImpl { kAten, kFused };
+
+// "aten" / "fused", the names of --kernels and of profile.json's "kernels".
+const char* KernelImplName(KernelImpl kernels);
+// The inverse; InvalidArgument listing the names for anything else.
+absl::StatusOr<KernelImpl> ParseKernelImpl(const std::string& name);
+// Whether this build has the fused kernels (SACPLAN_WITH_CUDA).
+bool FusedKernelsBuilt();
+
+struct TorchModelOptions {
+  KernelImpl kernels = KernelImpl::kAten;
+};
 
 // What an op's backward may read, by position. Only the tensors named in the
 // graph Op's backward_needs are guaranteed defined; the others may be
@@ -122,23 +140,6 @@ class TorchModel {
   at::Device device_;
   KernelImpl kernels_;
   std::vector<std::vector<std::unique_ptr<TorchOp>>> blocks_;
-};
-
-// Which implementation runs the cheap, memory-bound block ops: ATen's ops
-// (the reference) or sacplan's fused CUDA kernels (kernels/, docs/kernels.md)
-// for LayerNorm, RMSNorm, Wan's RoPE, the gate product and GELU-tanh. Both
-// compute the same math in fp32; results differ by rounding only.
-enum class KernelImpl { kAten, kFused };
-
-// "aten" / "fused", the names of --kernels and of profile.json's "kernels".
-const char* KernelImplName(KernelImpl kernels);
-// The inverse; InvalidArgument listing the names for anything else.
-absl::StatusOr<KernelImpl> ParseKernelImpl(const std::string& name);
-// Whether this build has the fused kernels (SACPLAN_WITH_CUDA).
-bool FusedKernelsBuilt();
-
-struct TorchModelOptions {
-  KernelImpl kernels = KernelImpl::kAten;
 };
 
 // Builds the model for `config` ("wan" or "llama" family) with parameters
