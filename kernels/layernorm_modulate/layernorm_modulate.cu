@@ -72,6 +72,9 @@ __global__ void __launch_bounds__(kThreads)
   float* acc_bias = acc_weight + (affine ? s.dim : 0);
   const int64_t arrays = (modulated ? 2 : 0) + (affine ? 2 : 0);
   for (int64_t c = threadIdx.x; c < arrays * s.dim; c += blockDim.x) acc[c] = 0.f;
+  // The zeroing thread of an entry is not always the thread that owns its
+  // column (c % blockDim.x) from here on.
+  __syncthreads();
 
   const float inv_dim = 1.f / static_cast<float>(s.dim);
   const int64_t first = blockIdx.x * rows_per_chunk;
