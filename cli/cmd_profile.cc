@@ -33,6 +33,7 @@ struct ProfileFlags {
   int threads = 0;  // measured profiles: ATen threads, 0 = LibTorch default
   // Measured profile.json files whose fit replaces the preset's op times.
   std::vector<std::string> calibrate_from;
+  std::string kernels = "aten";  // which block-op implementation to time
 };
 
 // Devices that would be measured on a GPU rather than modelled: later issues.
@@ -136,6 +137,14 @@ absl::Status RunProfile(const ProfileFlags& flags) {
         "--calibrate-from retimes a roofline preset's profile; --device ", flags.device,
         " measures instead (use --device ", absl::StrJoin(DeviceNames(), "|"), ")"));
   }
+  // The fused kernels run only on CUDA; the roofline models ATen's ops and
+  // the CPU profiler measures them.
+  if (flags.kernels == "fused" && !IsGpuMeasuredDevice(flags.device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kernels fused: fused kernels run only on a CUDA device, and --device ",
+        flags.device, " is ", flags.device == "cpu" ? "the CPU" : "a roofline model",
+        "; use --kernels aten"));
+  }
   if (flags.device == "cpu") {
 #ifdef SACPLAN_HAVE_CPU_PROFILER
     return RunCpuProfile(flags);
@@ -230,6 +239,11 @@ Command AddProfileCommand(CLI::App& app) {
       "more. Fits each op class's time (launch + FLOPs + bytes, least squares) "
       "to its ops and retimes this profile with the fit, so a short measured "
       "sequence predicts a long one; the preset still gives the device memory");
+  command->add_option("--kernels", flags->kernels,
+                      "Implementation of the cheap block ops to time: aten (default) "
+                      "or fused (sacplan's CUDA kernels; measured CUDA profiles only). "
+                      "Recorded as the profile's \"kernels\"")
+      ->check(CLI::IsMember({"aten", "fused"}));
   command->add_option("-o,--output", flags->output, "profile.json to write")
       ->required();
   return {command, [flags] { return RunProfile(*flags); }};

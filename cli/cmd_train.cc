@@ -24,6 +24,7 @@ struct TrainFlags {
   int steps = 10;
   uint64_t seed = 0;
   int threads = 0;
+  std::string kernels = "aten";
 };
 
 absl::Status RunTrain(const TrainFlags& flags) {
@@ -31,7 +32,8 @@ absl::Status RunTrain(const TrainFlags& flags) {
   if (!config.ok()) return config.status();
   absl::StatusOr<Plan> plan = ReadPlanFile(flags.plan_path);
   if (!plan.ok()) return plan.status();
-  absl::StatusOr<TrainingSetup> setup = StartTraining(*config, flags.device, flags.seed, flags.threads);
+  absl::StatusOr<TrainingSetup> setup = StartTraining(*config, flags.device, flags.seed, flags.threads,
+                                                       flags.kernels);
   if (!setup.ok()) return setup.status();
   const TorchModel& model = *setup->model;
   auto executor = PlanExecutor::FromPlan(model, *plan);
@@ -40,7 +42,7 @@ absl::Status RunTrain(const TrainFlags& flags) {
         absl::StrCat(flags.plan_path, ": ", executor.status().message()));
   }
 
-  std::cout << "train: " << config->name << " on " << flags.device << ", plan "
+  std::cout << "train: " << config->name << " on " << flags.device << " (kernels " << flags.kernels << "), plan "
             << plan->method << " (" << SemanticsName(plan->semantics) << "), "
             << (*executor)->planned_recomputed_ops() << " ops recomputed per step, "
             << flags.steps << " steps\n";
@@ -93,6 +95,7 @@ Command AddTrainCommand(CLI::App& app) {
                       "caching allocator's statistics); default cpu");
   command->add_option("--seed", flags->seed, "Parameters and batches (default 0)");
   AddThreadsOption(*command, flags->threads);
+  AddKernelsOption(*command, flags->kernels);
   command->add_option("--log", flags->log_path,
                       "Write a run log (JSON: predicted, measured, losses, "
                       "steps) for `sacplan report --run`");

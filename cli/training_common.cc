@@ -14,7 +14,10 @@ namespace sacplan::cli {
 
 absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                                             const std::string& device,
-                                            uint64_t seed, int threads) {
+                                            uint64_t seed, int threads,
+                                            const std::string& kernels) {
+  absl::StatusOr<KernelImpl> impl = ParseKernelImpl(kernels);
+  if (!impl.ok()) return impl.status();
   if (threads > 0) at::set_num_threads(threads);
   at::Device parsed(at::kCPU);
   try {
@@ -34,10 +37,19 @@ absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                         absl::StrCat("--device ", device, ": ", meter.status().message()));
   }
   setup.meter = *std::move(meter);
-  auto model = CreateTorchModel(config, seed, parsed);
+  auto model = CreateTorchModel(config, seed, parsed, {*impl});
   if (!model.ok()) return model.status();
   setup.model = *std::move(model);
   return setup;
+}
+
+void AddKernelsOption(CLI::App& command, std::string& kernels) {
+  command
+      .add_option("--kernels", kernels,
+                  "Implementation of the cheap block ops (LayerNorm, RMSNorm, RoPE, "
+                  "gate, GELU): aten (default) or fused (sacplan's CUDA kernels; "
+                  "--device cuda only)")
+      ->check(CLI::IsMember({"aten", "fused"}));
 }
 
 void AddThreadsOption(CLI::App& command, int& threads) {
@@ -89,6 +101,7 @@ nlohmann::json RunLogJson(const TorchModel& model, const std::string& device,
           {"model", model.config().name},
           {"model_config", model.config().ToJson()},
           {"device", device},
+          {"kernels", KernelImplName(model.kernels())},
           {"plan",
            {{"method", plan.method},
             {"semantics", SemanticsName(plan.semantics)},

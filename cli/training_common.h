@@ -27,9 +27,15 @@ struct TrainingSetup {
 // "--device" text ("cpu", "cuda", "cuda:1") -> meter and model. A CUDA
 // device without a GPU is FailedPrecondition naming the device.
 // threads > 0 sets ATen's intra-op threads (0 keeps LibTorch's default).
+// `kernels` ("aten" or "fused", the --kernels text) picks the block ops'
+// implementation; fused off CUDA or in a build without it is an error.
 absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                                             const std::string& device,
-                                            uint64_t seed, int threads);
+                                            uint64_t seed, int threads,
+                                            const std::string& kernels = "aten");
+
+// Registers --kernels aten|fused on a command (CLI11 rejects other values).
+void AddKernelsOption(CLI::App& command, std::string& kernels);
 
 // Registers --threads (ATen intra-op threads) on a command.
 void AddThreadsOption(CLI::App& command, int& threads);

@@ -158,6 +158,11 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
   Profile p;
   p.source = "user";
   SACPLAN_RETURN_IF_ERROR(ReadString(doc, "source", "", false, p.source));
+  SACPLAN_RETURN_IF_ERROR(ReadString(doc, "kernels", "", false, p.kernels));
+  if (p.kernels != "aten" && p.kernels != "fused") {
+    return json_fields::Error("kernels", absl::StrCat("expected \"aten\" or \"fused\", got \"",
+                                                      p.kernels, "\""));
+  }
   if (const json* device = json_fields::Find(doc, "device")) {
     SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*device, "device"));
     SACPLAN_RETURN_IF_ERROR(ReadString(*device, "name", "device", false, p.device));
@@ -218,6 +223,7 @@ json ProfileToJson(const Profile& p) {
   const FixedMemory& f = p.model.fixed;
   return {{"schema", kProfileSchema},
           {"source", p.source},
+          {"kernels", p.kernels},
           {"device", {{"name", p.device}, {"memory_bytes", p.device_memory_bytes}}},
           {"model", {{"name", p.model_name}, {"config", p.model_config}}},
           {"fixed",

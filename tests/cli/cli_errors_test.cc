@@ -260,6 +260,19 @@ TEST_F(CliErrors, MeasuredDeviceNeedsTheExecutor) {
                            "executor");
 }
 
+// The roofline models ATen's ops and the CPU profiler measures them: fused
+// kernels are refused there; an unknown implementation is refused anywhere.
+TEST_F(CliErrors, FusedKernelsNeedAMeasuredCudaProfile) {
+  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", "h100",
+                            "--kernels", "fused"},
+                           "--kernels fused");
+  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", "cpu",
+                            "--kernels", "fused"},
+                           "--kernels fused");
+  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--kernels", "triton"},
+                           "--kernels");
+}
+
 TEST_F(CliErrors, PlanForAnotherModel) {
   ExpectRejected({"simulate", "--profile", Profile("llama-tiny").string(),
                   "--plan", TinyPlan().string()},

@@ -42,6 +42,7 @@ TEST(CliTrain, TrainsUnderAPlanAndLogsPredictionBesideMeasurement) {
   EXPECT_NE(r.out.find("predicted"), std::string::npos) << r.out;
   const nlohmann::json run = ReadJson(log);
   EXPECT_EQ(run.at("losses").size(), 3u);
+  EXPECT_EQ(run.at("kernels"), "aten");
   const int64_t predicted = run.at("predicted").at("peak_bytes").get<int64_t>();
   const int64_t measured = run.at("measured").at("peak_bytes").get<int64_t>();
   EXPECT_GT(run.at("measured").at("step_ms").get<double>(), 0);
@@ -92,6 +93,22 @@ TEST(CliTrain, CudaWithoutAGpuIsOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(LineCount(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
+}
+
+// Fused kernels run only on CUDA; an unknown implementation is CLI11's
+// IsMember error. Both are one line and exit status 2.
+TEST(CliTrain, FusedKernelsOnTheCpuOrAnUnknownKernelsIsOneLine) {
+  const fs::path dir = FreshDir("train_kernels");
+  const fs::path plan = ProfileAndPlan(dir, {"--preset", "none"});
+  for (const char* kernels : {"fused", "triton"}) {
+    CliResult r = RunSacplan({"train", "--model", "wan-tiny", "--act-dtype", "float32",
+                              "--plan", plan.string(), "--kernels", kernels},
+                             dir);
+    EXPECT_EQ(r.exit_code, 2) << kernels;
+    EXPECT_EQ(LineCount(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("--kernels"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("step"), std::string::npos) << r.out;
+  }
 }
 
 TEST(CliAutotune, FindsAPlanWhoseMeasuredPeakFits) {

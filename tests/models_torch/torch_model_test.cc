@@ -29,6 +29,31 @@ TEST(TorchModelTest, InvalidConfigIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Fused kernels are CUDA only: on the CPU the model is refused, and a build
+// without them refuses first, whatever the device.
+TEST(TorchModelTest, FusedKernelsOffCudaAreRefused) {
+  auto model = CreateTorchModel(*ModelConfigByName("wan-tiny"), 1, at::Device(at::kCPU),
+                                {KernelImpl::kFused});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), FusedKernelsBuilt()
+                                       ? absl::StatusCode::kInvalidArgument
+                                       : absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(model.status().message().find("--kernels fused"), std::string::npos)
+      << model.status().message();
+  auto aten = CreateTorchModel(*ModelConfigByName("wan-tiny"), 1, at::Device(at::kCPU));
+  ASSERT_TRUE(aten.ok()) << aten.status();
+  EXPECT_EQ((*aten)->kernels(), KernelImpl::kAten);
+}
+
+TEST(TorchModelTest, KernelImplNamesRoundTripAndUnknownIsRejected) {
+  for (KernelImpl k : {KernelImpl::kAten, KernelImpl::kFused}) {
+    absl::StatusOr<KernelImpl> parsed = ParseKernelImpl(KernelImplName(k));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, k);
+  }
+  EXPECT_EQ(ParseKernelImpl("triton").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TorchModelTest, ScalarTypeOfNamesAndRejects) {
   EXPECT_EQ(*ScalarTypeOf("bfloat16"), at::kBFloat16);
   EXPECT_EQ(*ScalarTypeOf("float16"), at::kHalf);

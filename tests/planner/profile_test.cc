@@ -45,5 +45,26 @@ TEST(ProfileTest, RejectsABadEmbeddingSavedBytes) {
       << read.status().message();
 }
 
+TEST(ProfileTest, KernelsRoundTripsDefaultsToAtenAndRejectsOthers) {
+  Profile profile = ChainProfile();
+  profile.kernels = "fused";
+  nlohmann::json doc = ProfileToJson(profile);
+  EXPECT_EQ(doc["kernels"], "fused");
+  auto read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->kernels, "fused");
+
+  doc.erase("kernels");
+  read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->kernels, "aten");
+
+  doc["kernels"] = "triton";
+  read = ProfileFromJson(doc);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("kernels"), std::string::npos)
+      << read.status().message();
+}
+
 }  // namespace
 }  // namespace sacplan

@@ -9,11 +9,12 @@ namespace {
 
 class LlamaModel final : public TorchModel {
  public:
-  LlamaModel(const ModelConfig& c, Model graph, uint64_t seed, at::Device device)
-      : TorchModel(c, std::move(graph), device) {
+  LlamaModel(const ModelConfig& c, Model graph, uint64_t seed, at::Device device,
+             KernelImpl kernels)
+      : TorchModel(c, std::move(graph), device, kernels) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     for (const Block& block : graph_.blocks) {
-      blocks_.push_back(MakeBlockOps(block, config_, device_, gen));
+      blocks_.push_back(MakeBlockOps(block, config_, device_, gen, kernels_));
     }
     // Same counts as models_internal::LlamaNonBlockParams.
     embed_tokens_ = MakeParam(Normal({c.vocab, c.dim}, 0, 0.02, gen), config_, device_);
@@ -69,8 +70,9 @@ class LlamaModel final : public TorchModel {
 }  // namespace
 
 std::unique_ptr<TorchModel> MakeLlamaModel(const ModelConfig& config, Model graph,
-                                           uint64_t seed, at::Device device) {
-  return std::make_unique<LlamaModel>(config, std::move(graph), seed, device);
+                                           uint64_t seed, at::Device device,
+                                           KernelImpl kernels) {
+  return std::make_unique<LlamaModel>(config, std::move(graph), seed, device, kernels);
 }
 
 }  // namespace sacplan::torch_internal

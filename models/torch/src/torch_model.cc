@@ -20,9 +20,33 @@ absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype) {
       "unknown dtype \"", dtype, "\" (known: bfloat16, float16, float32)"));
 }
 
+const char* KernelImplName(KernelImpl kernels) {
+  return kernels == KernelImpl::kFused ? "fused" : "aten";
+}
+
+absl::StatusOr<KernelImpl> ParseKernelImpl(const std::string& name) {
+  if (name == "aten") return KernelImpl::kAten;
+  if (name == "fused") return KernelImpl::kFused;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown kernels \"", name, "\" (known: aten, fused)"));
+}
+
 absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
-    const ModelConfig& config, uint64_t seed, at::Device device) {
+    const ModelConfig& config, uint64_t seed, at::Device device,
+    const TorchModelOptions& options) {
   if (absl::Status s = ValidateModelConfig(config); !s.ok()) return s;
+  if (options.kernels == KernelImpl::kFused) {
+    if (!FusedKernelsBuilt()) {
+      return absl::FailedPreconditionError(
+          "--kernels fused: this sacplan was built without the CUDA kernels "
+          "(SACPLAN_WITH_CUDA=OFF); use --kernels aten");
+    }
+    if (!device.is_cuda()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kernels fused runs only on a CUDA device, not ", device.str(),
+          "; use --kernels aten"));
+    }
+  }
   if (device.is_cuda() && !at::hasCUDA()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "device ", device.str(), " requested but LibTorch sees no CUDA GPU"));
@@ -34,9 +58,11 @@ absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
   absl::StatusOr<Model> graph = BuildModelGraph(config);
   if (!graph.ok()) return graph.status();
   if (config.family == "wan") {
-    return torch_internal::MakeWanModel(config, *std::move(graph), seed, device);
+    return torch_internal::MakeWanModel(config, *std::move(graph), seed, device,
+                                        options.kernels);
   }
-  return torch_internal::MakeLlamaModel(config, *std::move(graph), seed, device);
+  return torch_internal::MakeLlamaModel(config, *std::move(graph), seed, device,
+                                        options.kernels);
 }
 
 at::Tensor AutogradLoss(const TorchModel& model, const Batch& batch,

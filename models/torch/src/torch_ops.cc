@@ -79,15 +79,20 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
 std::vector<std::unique_ptr<TorchOp>> MakeBlockOps(const Block& block,
                                                    const ModelConfig& config,
                                                    at::Device device,
-                                                   at::Generator& generator) {
+                                                   at::Generator& generator,
+                                                   KernelImpl kernels) {
   std::map<std::string, TensorInfo> tensors;
   for (const BlockInput& in : block.inputs) tensors[in.tensor.id] = in.tensor;
   std::vector<std::unique_ptr<TorchOp>> ops;
   for (const Op& op : block.ops) {
-    OpSpec spec{op, {}, config, device, generator};
+    OpSpec spec{op, {}, config, device, generator, kernels};
     for (const std::string& id : op.inputs) spec.inputs.push_back(tensors.at(id));
     for (const TensorInfo& out : op.outputs) tensors[out.id] = out;
-    if (op.kind == "rope") {
+    std::unique_ptr<TorchOp> fused;
+    if (kernels == KernelImpl::kFused) fused = MakeFusedOp(spec);
+    if (fused != nullptr) {
+      ops.push_back(std::move(fused));
+    } else if (op.kind == "rope") {
       ops.push_back(MakeRopeOp(spec));
     } else if (op.kind == "attention") {
       ops.push_back(MakeAttentionOp(spec));

@@ -27,6 +27,7 @@ struct OpSpec {
   const ModelConfig& config;
   at::Device device;
   at::Generator& generator;
+  KernelImpl kernels = KernelImpl::kAten;
 };
 
 // Dtype of a graph TensorInfo / config dtype name; the names are validated
@@ -80,20 +81,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> AttentionMathBackward(
 std::unique_ptr<TorchOp> MakeBasicOp(const OpSpec& spec);      // torch_ops.cc
 std::unique_ptr<TorchOp> MakeRopeOp(const OpSpec& spec);       // rope_attention_ops.cc
 std::unique_ptr<TorchOp> MakeAttentionOp(const OpSpec& spec);  // rope_attention_ops.cc
+// The fused-kernel version of an op (fused_torch_ops.cc), or nullptr where
+// none exists (the ATen op then runs) or the build has no fused kernels.
+std::unique_ptr<TorchOp> MakeFusedOp(const OpSpec& spec);
 
 // The TorchOps of one graph block, in its op order.
 std::vector<std::unique_ptr<TorchOp>> MakeBlockOps(const Block& block,
                                                    const ModelConfig& config,
                                                    at::Device device,
-                                                   at::Generator& generator);
+                                                   at::Generator& generator,
+                                                   KernelImpl kernels);
 
 // Family models (wan_model.cc, llama_model.cc); the config is valid and the
 // device usable.
 std::unique_ptr<TorchModel> MakeWanModel(const ModelConfig& config, Model graph,
-                                         uint64_t seed, at::Device device);
+                                         uint64_t seed, at::Device device,
+                                         KernelImpl kernels);
 std::unique_ptr<TorchModel> MakeLlamaModel(const ModelConfig& config,
                                            Model graph, uint64_t seed,
-                                           at::Device device);
+                                           at::Device device, KernelImpl kernels);
 
 // RoPE tables, constants shared by every block.
 //   Wan: complex128 [tokens, head_dim/2], 3-axis over a (frames, height,

@@ -20,11 +20,12 @@ struct Linear {
 
 class WanModel final : public TorchModel {
  public:
-  WanModel(const ModelConfig& c, Model graph, uint64_t seed, at::Device device)
-      : TorchModel(c, std::move(graph), device) {
+  WanModel(const ModelConfig& c, Model graph, uint64_t seed, at::Device device,
+             KernelImpl kernels)
+      : TorchModel(c, std::move(graph), device, kernels) {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     for (const Block& block : graph_.blocks) {
-      blocks_.push_back(MakeBlockOps(block, config_, device_, gen));
+      blocks_.push_back(MakeBlockOps(block, config_, device_, gen, kernels_));
     }
     const int64_t d = config_.dim;
     // Same parameter counts as models_internal::WanNonBlockParams: the patch
@@ -129,8 +130,9 @@ class WanModel final : public TorchModel {
 }  // namespace
 
 std::unique_ptr<TorchModel> MakeWanModel(const ModelConfig& config, Model graph,
-                                         uint64_t seed, at::Device device) {
-  return std::make_unique<WanModel>(config, std::move(graph), seed, device);
+                                         uint64_t seed, at::Device device,
+                                         KernelImpl kernels) {
+  return std::make_unique<WanModel>(config, std::move(graph), seed, device, kernels);
 }
 
 }  // namespace sacplan::torch_internal

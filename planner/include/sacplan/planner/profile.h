@@ -18,6 +18,10 @@ inline constexpr const char* kProfileSchema = "sacplan.profile/1";
 struct Profile {
   std::string source;      // "roofline", "cpu", "cupti" or "user"
   std::string device;      // device preset or description, e.g. "h100"
+  // Which implementation of the cheap block ops was timed: "aten" (ATen's
+  // ops; also what a roofline models) or "fused" (sacplan's CUDA kernels,
+  // docs/kernels.md). "aten" when a file does not say.
+  std::string kernels = "aten";
   int64_t device_memory_bytes = 0;  // 0 when unknown
   std::string model_name;  // e.g. "wan2.1-1.3b"; plans name it too
   nlohmann::json model_config = nlohmann::json::object();  // echoed, not read

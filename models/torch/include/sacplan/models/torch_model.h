@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -24,6 +25,23 @@
 #include "sacplan/planner/graph.h"
 
 namespace sacplan {
+
+// Which implementation runs the cheap, memory-bound block ops: ATen's ops
+// (the reference) or sacplan's fused CUDA kernels (kernels/, docs/kernels.md)
+// for LayerNorm, RMSNorm, Wan's RoPE, the gate product and GELU-tanh. Both
+// compute the same math in fp32; results differ by rounding only.
+enum class KernelImpl { kAten, kFused };
+
+// "aten" / "fused", the names of --kernels and of profile.json's "kernels".
+const char* KernelImplName(KernelImpl kernels);
+// The inverse; InvalidArgument listing the names for anything else.
+absl::StatusOr<KernelImpl> ParseKernelImpl(const std::string& name);
+// Whether this build has the fused kernels (SACPLAN_WITH_CUDA).
+bool FusedKernelsBuilt();
+
+struct TorchModelOptions {
+  KernelImpl kernels = KernelImpl::kAten;
+};
 
 // What an op's backward may read, by position. Only the tensors named in the
 // graph Op's backward_needs are guaranteed defined; the others may be
@@ -91,6 +109,7 @@ class TorchModel {
   // TorchOps follow.
   const Model& graph() const { return graph_; }
   at::Device device() const { return device_; }
+  KernelImpl kernels() const { return kernels_; }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   // Block b's op i, i in graph().blocks[b].ops order.
   const TorchOp& op(int block, int i) const { return *blocks_[block][i]; }
@@ -113,20 +132,24 @@ class TorchModel {
                           const Batch& batch) const = 0;
 
  protected:
-  TorchModel(ModelConfig config, Model graph, at::Device device)
-      : config_(std::move(config)), graph_(std::move(graph)), device_(device) {}
+  TorchModel(ModelConfig config, Model graph, at::Device device, KernelImpl kernels)
+      : config_(std::move(config)), graph_(std::move(graph)), device_(device),
+        kernels_(kernels) {}
   ModelConfig config_;
   Model graph_;
   at::Device device_;
+  KernelImpl kernels_;
   std::vector<std::vector<std::unique_ptr<TorchOp>>> blocks_;
 };
 
 // Builds the model for `config` ("wan" or "llama" family) with parameters
 // drawn from `seed`. InvalidArgument for an invalid config or a dtype the
-// device cannot run; FailedPrecondition for a CUDA device when LibTorch has
-// no CUDA or no GPU is present.
+// device cannot run, or for fused kernels on a non-CUDA device;
+// FailedPrecondition for a CUDA device when LibTorch has no CUDA or no GPU
+// is present, or for fused kernels in a build without them.
 absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
-    const ModelConfig& config, uint64_t seed, at::Device device);
+    const ModelConfig& config, uint64_t seed, at::Device device,
+    const TorchModelOptions& options = {});
 
 // at::ScalarType of a config dtype name ("bfloat16", "float32", ...).
 absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype);
