@@ -9,34 +9,39 @@
 
 namespace sacplan {
 
-absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path) {
-  absl::StatusOr<nlohmann::json> read = json_reader::ReadJsonFile(path);
-  if (!read.ok()) return read.status();
-  nlohmann::json doc = *std::move(read);
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc) {
   if (!doc.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": must be a JSON object, got ", doc.type_name()));
+        absl::StrCat("a model config must be a JSON object, got ", doc.type_name()));
   }
   ModelConfig config;
-  if (doc.contains("base")) {
+  nlohmann::json overrides = doc;
+  if (const nlohmann::json* base_value = json_reader::Find(doc, "base")) {
     std::string base;
-    if (absl::Status s = json_reader::AsString(doc["base"], "model config key 'base'", base);
-        !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
-    }
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::AsString(*base_value, "model config key 'base'", base));
     absl::StatusOr<ModelConfig> found = ModelConfigByName(base);
     if (!found.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": model config key 'base': ", found.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config key 'base': ", found.status().message()));
     }
     config = *std::move(found);
-    doc.erase("base");
+    overrides.erase("base");
   } else if (!doc.contains("family")) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": needs \"base\" (a built-in model) or \"family\""));
+        "a model config needs \"base\" (a built-in model) or \"family\"");
   }
-  if (absl::Status s = ApplyOverrides(doc, config); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  SACPLAN_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
+  return config;
+}
+
+absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path) {
+  absl::StatusOr<nlohmann::json> doc = json_reader::ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  absl::StatusOr<ModelConfig> config = ModelConfigFromJson(*doc);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", config.status().message()));
   }
   return config;
 }
