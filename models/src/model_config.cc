@@ -140,7 +140,8 @@ absl::Status CheckSizeProducts(const ModelConfig& c) {
   if (!nonblock_params.ok()) return nonblock_params.status();
   int64_t params = 0;
   int64_t total = 0;
-  const bool fits = AddWithin(*all_block_params, kMaxModelTotalBytes, params) &&
+  // params*32 below must not overflow: bound params first.
+  const bool fits = AddWithin(*all_block_params, kMaxModelTotalBytes / 32, params) &&
                     AddWithin(*nonblock_params, kMaxModelTotalBytes / 32, params) &&
                     AddWithin(params * 32, kMaxModelTotalBytes, total) &&
                     AddWithin(*activations, kMaxModelTotalBytes, total) &&
