@@ -230,9 +230,10 @@ int NestingDepth(std::string_view text, int limit, size_t& at) {
   return deepest;
 }
 
-absl::Status TooLarge(const std::string& what, int64_t bytes) {
+// `size` says how large: "67108865 bytes", or "more than ..." for a pipe.
+absl::Status TooLarge(const std::string& what, const std::string& size) {
   return absl::InvalidArgumentError(
-      absl::StrCat(what, ": file of ", bytes, " bytes is larger than the limit of ",
+      absl::StrCat(what, ": input of ", size, " is larger than the limit of ",
                    kMaxFileBytes, " bytes (64 MiB)"));
 }
 
@@ -240,7 +241,7 @@ absl::Status TooLarge(const std::string& what, int64_t bytes) {
 
 absl::StatusOr<json> Parse(std::string_view text, const std::string& what) {
   if (static_cast<int64_t>(text.size()) > kMaxFileBytes) {
-    return TooLarge(what, static_cast<int64_t>(text.size()));
+    return TooLarge(what, absl::StrCat(text.size(), " bytes"));
   }
   size_t at = 0;
   if (NestingDepth(text, kMaxDepth, at) > kMaxDepth) {
@@ -279,7 +280,7 @@ absl::StatusOr<json> ReadJsonFile(const std::string& path) {
   }
   if (fstat(fileno(file.get()), &info) == 0 && S_ISREG(info.st_mode) &&
       info.st_size > kMaxFileBytes) {
-    return TooLarge(path, info.st_size);
+    return TooLarge(path, absl::StrCat(info.st_size, " bytes"));
   }
   // Pipes and devices have no size up front: read at most one byte past
   // the limit to tell.
@@ -289,7 +290,7 @@ absl::StatusOr<json> ReadJsonFile(const std::string& path) {
   while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) {
     text.append(buffer, n);
     if (static_cast<int64_t>(text.size()) > kMaxFileBytes) {
-      return TooLarge(path, static_cast<int64_t>(text.size()));
+      return TooLarge(path, absl::StrCat("more than ", kMaxFileBytes, " bytes"));
     }
   }
   if (std::ferror(file.get())) {
