@@ -41,9 +41,8 @@ nlohmann::json PointToJson(const AnalyzedModel& model,
 }
 
 absl::Status RunFrontier(const FrontierFlags& flags) {
-  if (flags.points < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--points ", flags.points, ": must be at least 2"));
+  if (absl::Status points = CheckPointsFlag(flags.points); !points.ok()) {
+    return points;
   }
   absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
   if (!semantics.ok()) return semantics.status();

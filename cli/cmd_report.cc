@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,9 +45,8 @@ absl::Status RunReport(const ReportFlags& flags) {
   absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
   if (!semantics.ok()) return semantics.status();
   options.semantics = *semantics;
-  if (flags.points < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--points ", flags.points, ": must be at least 2"));
+  if (absl::Status points = CheckPointsFlag(flags.points); !points.ok()) {
+    return points;
   }
   options.frontier_points = flags.points;
   if (flags.plans.empty() && flags.budget.empty()) {
@@ -87,14 +87,11 @@ absl::Status RunReport(const ReportFlags& flags) {
     if (!snapshot.ok()) return snapshot.status();
     snapshot_text = snapshot->dump() + "\n";
   }
-  if (absl::Status written = WriteFileAtomically(flags.output, html); !written.ok()) {
+  // All outputs or none: a failing --snapshot must not leave report.html.
+  std::vector<std::pair<std::string, std::string>> outputs = {{flags.output, html}};
+  if (!flags.snapshot.empty()) outputs.emplace_back(flags.snapshot, snapshot_text);
+  if (absl::Status written = WriteFilesAtomically(outputs); !written.ok()) {
     return written;
-  }
-  if (!flags.snapshot.empty()) {
-    if (absl::Status written = WriteFileAtomically(flags.snapshot, snapshot_text);
-        !written.ok()) {
-      return written;
-    }
   }
 
   std::cout << "report: " << reports::Verdict(*data) << "\n";

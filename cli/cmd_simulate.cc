@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,7 @@ namespace {
 struct SimulateFlags {
   std::string profile;
   std::string plan;
-  std::string semantics;  // empty: the plan's own
+  std::optional<std::string> semantics;  // absent: the plan's own
   bool json = false;
 };
 
@@ -75,16 +76,14 @@ absl::Status RunSimulate(const SimulateFlags& flags) {
   if (!loaded.ok()) return loaded.status();
   absl::StatusOr<Plan> plan = ReadPlanFile(flags.plan);
   if (!plan.ok()) return plan.status();
-  const std::string& profile_model = (*loaded)->profile->model_name;
-  if (plan->model_name != profile_model) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flags.plan, ": plan is for model '", plan->model_name,
-        "' but profile ", flags.profile, " is for model '", profile_model,
-        "'"));
+  if (absl::Status matches = CheckPlanMatches(*plan, *(*loaded)->profile);
+      !matches.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flags.plan, ": ", matches.message()));
   }
   Semantics semantics = plan->semantics;
-  if (!flags.semantics.empty()) {
-    absl::StatusOr<Semantics> parsed = ParseSemanticsFlag(flags.semantics);
+  if (flags.semantics.has_value()) {
+    absl::StatusOr<Semantics> parsed = ParseSemanticsFlag(*flags.semantics);
     if (!parsed.ok()) return parsed.status();
     semantics = *parsed;
   }
@@ -137,8 +136,11 @@ Command AddSimulateCommand(CLI::App& app) {
       ->required();
   command->add_option("--plan", flags->plan, "plan.json to simulate")
       ->required();
-  command->add_option("--semantics", flags->semantics,
-                      "Override the plan's semantics: torch-sac or sacplan");
+  // Given but empty is an error, not "the plan's own".
+  command->add_option_function<std::string>(
+      "--semantics",
+      [flags](const std::string& text) { flags->semantics = text; },
+      "Override the plan's semantics: torch-sac or sacplan");
   command->add_flag("--json", flags->json,
                     "Print one JSON object (peak_bytes, reserved_peak_bytes, step_ms, "
                     "recompute_ms, forward_ms, backward_ms, optimizer_ms, "

@@ -43,6 +43,14 @@ absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
   return semantics;
 }
 
+absl::Status CheckPointsFlag(int points) {
+  if (points < 2 || points > kMaxFrontierPoints) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--points ", points, ": must be between 2 and ", kMaxFrontierPoints));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
                                           const std::string& preset,
                                           Semantics semantics,

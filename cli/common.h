@@ -33,6 +33,12 @@ absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text);
 // "--semantics" text -> Semantics; the error lists the accepted names.
 absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text);
 
+// The most --points a frontier may try: each is a solve, and 1000 already
+// resolves the frontier far finer than a chart or a person can use.
+inline constexpr int kMaxFrontierPoints = 1000;
+// "--points" must lie in [2, kMaxFrontierPoints]; the error names the flag.
+absl::Status CheckPointsFlag(int points);
+
 // Simulates a preset on the model; `masks` (optional) receives its save
 // masks. The error names the preset.
 absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,

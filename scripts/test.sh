@@ -2,7 +2,8 @@
 # Installs what is missing, builds, and runs the whole test suite: the
 # Release build (preset "default", build/) with ctest, the Python bridge
 # (python/) with pytest against that build, then the sanitizer build (preset
-# "asan": AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/).
+# "asan": AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/), then
+# the fuzz targets (preset "fuzz", build-fuzz/) for a bounded time each.
 # This is the README's test command and what .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +28,21 @@ cmake --preset asan
 cmake --build --preset asan -j 2
 ctest --preset asan
 
-echo "sacplan: all tests passed (Release and ASan+UBSan)"
+# One libFuzzer target per input reader (fuzz/), each from its seed corpus
+# in the repository for SACPLAN_FUZZ_SECONDS (default 30: about 2 minutes
+# in all). New inputs go to a scratch corpus, never into fuzz/corpus/; a
+# crash, sanitizer report, leak or 10 s input fails the run.
+fuzz_seconds="${SACPLAN_FUZZ_SECONDS:-30}"
+cmake --preset fuzz
+cmake --build --preset fuzz -j 2 --target fuzz_profile fuzz_plan fuzz_model_config fuzz_run_log
+fuzz_scratch="$(mktemp -d)"
+trap 'rm -rf "$fuzz_scratch"' EXIT
+for target in profile plan model_config run_log; do
+  mkdir -p "$fuzz_scratch/$target"
+  (cd "$fuzz_scratch" &&
+   "$OLDPWD/build-fuzz/fuzz/fuzz_$target" -max_total_time="$fuzz_seconds" \
+     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+     "$fuzz_scratch/$target" "$OLDPWD/fuzz/corpus/$target")
+done
+
+echo "sacplan: all tests passed (Release, ASan+UBSan and fuzzing)"

@@ -1,47 +1,47 @@
 // Config files and the Wan video-shape helper: the user-facing ways of
 // arriving at a ModelConfig besides a built-in name.
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/models/model_config.h"
+#include "sacplan/planner/checked_math.h"
+#include "sacplan/planner/json_reader.h"
 
 namespace sacplan {
 
-absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  }
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc) {
   if (!doc.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": must be a JSON object"));
+        absl::StrCat("a model config must be a JSON object, got ", doc.type_name()));
   }
   ModelConfig config;
-  if (doc.contains("base")) {
-    const nlohmann::json& base = doc["base"];
-    if (!base.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": model config key 'base': must be a string"));
-    }
-    absl::StatusOr<ModelConfig> found = ModelConfigByName(base.get<std::string>());
+  nlohmann::json overrides = doc;
+  if (const nlohmann::json* base_value = json_reader::Find(doc, "base")) {
+    std::string base;
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::AsString(*base_value, "model config key 'base'", base));
+    absl::StatusOr<ModelConfig> found = ModelConfigByName(base);
     if (!found.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": model config key 'base': ", found.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config key 'base': ", found.status().message()));
     }
     config = *std::move(found);
-    doc.erase("base");
+    overrides.erase("base");
   } else if (!doc.contains("family")) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": needs \"base\" (a built-in model) or \"family\""));
+        "a model config needs \"base\" (a built-in model) or \"family\"");
   }
-  if (absl::Status s = ApplyOverrides(doc, config); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  SACPLAN_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
+  return config;
+}
+
+absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path) {
+  absl::StatusOr<nlohmann::json> doc = json_reader::ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  absl::StatusOr<ModelConfig> config = ModelConfigFromJson(*doc);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", config.status().message()));
   }
   return config;
 }
@@ -61,7 +61,9 @@ absl::StatusOr<int64_t> WanVideoTokens(int64_t frames, int64_t height,
         "width: must be a positive multiple of 16, got ", width));
   }
   const int64_t latent_frames = (frames - 1) / 4 + 1;  // VAE time stride 4
-  return latent_frames * (height / 16) * (width / 16);  // VAE 8x, patch 2x
+  // VAE 8x, patch 2x.
+  return CheckedProduct({latent_frames, height / 16, width / 16},
+                        "tokens = latent_frames*(height/16)*(width/16)");
 }
 
 }  // namespace sacplan

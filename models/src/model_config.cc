@@ -1,10 +1,14 @@
 // Built-in model configs, overrides from JSON and config files.
 #include "sacplan/models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sacplan/planner/checked_math.h"
+#include "sacplan/planner/graph.h"
+#include "sacplan/planner/json_reader.h"
 
 namespace sacplan {
 namespace {
@@ -61,30 +65,94 @@ absl::Status KeyError(const std::string& key, const std::string& what) {
       absl::StrCat("model config key '", key, "': ", what));
 }
 
-// Reads an integer field; JSON floats (even 2.0) are rejected so that a typo
-// such as 1536.5 cannot be silently truncated.
+// The path json_reader names in errors: "model config key 'dim'".
+std::string KeyPath(const std::string& key) {
+  return absl::StrCat("model config key '", key, "'");
+}
+
+// Largest accepted value of each size key: far beyond today's models
+// (dim 16k, ffn 53k, 1M tokens, vocab 256k), small enough that a typo such
+// as an extra dozen zeros is reported as the key it is in.
+struct SizeLimit {
+  const char* key;
+  int64_t min;
+  int64_t max;
+};
+constexpr SizeLimit kSizeLimits[] = {
+    {"layers", 1, 100'000},          {"dim", 1, int64_t{1} << 20},
+    {"ffn", 1, int64_t{1} << 22},    {"heads", 1, int64_t{1} << 16},
+    {"kv_heads", 1, int64_t{1} << 16}, {"tokens", 1, int64_t{1} << 32},
+    {"text_tokens", 0, int64_t{1} << 32}, {"batch", 1, int64_t{1} << 20},
+    {"vocab", 0, int64_t{1} << 32}};
+
 // text_tokens and vocab may be 0: ToJson writes 0 for the one the family
 // does not use, and ValidateModelConfig requires the one it does use.
-absl::Status ReadInt(const nlohmann::json& v, const std::string& key,
-                     int64_t& out) {
-  if (!v.is_number_integer()) {
-    return KeyError(key, absl::StrCat("must be an integer, got ", v.dump()));
+const SizeLimit* FindLimit(const std::string& key) {
+  for (const SizeLimit& limit : kSizeLimits) {
+    if (key == limit.key) return &limit;
   }
-  const int64_t value = v.get<int64_t>();
-  const bool may_be_zero = key == "text_tokens" || key == "vocab";
-  if (value < 0 || (value == 0 && !may_be_zero)) {
-    return KeyError(key, absl::StrCat("must be > 0, got ", value));
-  }
-  out = value;
-  return absl::OkStatus();
+  return nullptr;
+}
+
+// Integers follow json_reader's rules: 1536.0 or 1.5e3 is rejected so that
+// a computed value cannot be silently truncated.
+absl::Status ReadSize(const nlohmann::json& v, const SizeLimit& limit,
+                      int64_t& out) {
+  return json_reader::AsInt(v, KeyPath(limit.key), {limit.min, limit.max}, out);
 }
 
 absl::Status ReadString(const nlohmann::json& v, const std::string& key,
                         std::string& out) {
-  if (!v.is_string()) {
-    return KeyError(key, absl::StrCat("must be a string, got ", v.dump()));
+  return json_reader::AsString(v, KeyPath(key), out);
+}
+
+// Bounds every size the graph builders and the simulator form from `c`,
+// with overflow-checked arithmetic: a builder's largest tensor is at most
+// batch*tokens*max(dim,ffn) elements of at most 16 bytes (the complex128
+// RoPE table has fewer), a block has at most 16*(dim+1)*(dim+ffn+1)
+// parameters and fewer than 64 tensors, the non-block parameters are at
+// most 8*(dim+1)*(dim+vocab+4500) (Wan's text embedding is 4096 wide), and
+// each parameter holds at most 32 bytes of weights, gradients and optimizer
+// state. The whole bound must stay within kMaxModelTotalBytes, so no
+// product or sum the builders or the planner form can overflow int64.
+absl::Status CheckSizeProducts(const ModelConfig& c) {
+  const int64_t width = std::max(c.dim, c.ffn);
+  auto tensor = CheckedProduct({c.batch, c.tokens, width, 16},
+                               "batch*tokens*max(dim,ffn)*16 bytes");
+  if (!tensor.ok()) return tensor.status();
+  auto context = CheckedProduct({c.batch, c.text_tokens, c.dim, 4},
+                                "batch*text_tokens*dim*4 bytes");
+  if (!context.ok()) return context.status();
+  auto head = CheckedProduct({c.batch, c.tokens, std::max<int64_t>(c.vocab, 64), 8},
+                             "batch*tokens*max(vocab,64)*8 head bytes");
+  if (!head.ok()) return head.status();
+  auto activations = CheckedProduct({c.layers, 64, *tensor},
+                                    "layers*64*batch*tokens*max(dim,ffn)*16 bytes");
+  if (!activations.ok()) return activations.status();
+  auto block_params = CheckedProduct({16, c.dim + 1, c.dim + c.ffn + 1},
+                                     "16*(dim+1)*(dim+ffn+1) block parameters");
+  if (!block_params.ok()) return block_params.status();
+  auto all_block_params = CheckedProduct({c.layers, *block_params},
+                                         "layers*16*(dim+1)*(dim+ffn+1) parameters");
+  if (!all_block_params.ok()) return all_block_params.status();
+  auto nonblock_params = CheckedProduct({8, c.dim + 1, c.dim + c.vocab + 4500},
+                                        "8*(dim+1)*(dim+vocab+4500) parameters");
+  if (!nonblock_params.ok()) return nonblock_params.status();
+  int64_t params = 0;
+  int64_t total = 0;
+  // params*32 below must not overflow: bound params first.
+  const bool fits = AddWithin(*all_block_params, kMaxModelTotalBytes / 32, params) &&
+                    AddWithin(*nonblock_params, kMaxModelTotalBytes / 32, params) &&
+                    AddWithin(params * 32, kMaxModelTotalBytes, total) &&
+                    AddWithin(*activations, kMaxModelTotalBytes, total) &&
+                    AddWithin(*context, kMaxModelTotalBytes, total) &&
+                    AddWithin(*head, kMaxModelTotalBytes, total);
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: the sizes give a step of more than 2^62 bytes (layers ",
+        c.layers, ", dim ", c.dim, ", ffn ", c.ffn, ", tokens ", c.tokens, ", batch ",
+        c.batch, ", vocab ", c.vocab, "); a step's memory could not be counted in int64"));
   }
-  out = v.get<std::string>();
   return absl::OkStatus();
 }
 
@@ -154,14 +222,9 @@ absl::Status ApplyOverrides(const nlohmann::json& overrides,
     } else if (key == "optimizer") {
       s = ReadString(v, key, c.optimizer);
     } else if (key == "attn_density") {
-      if (!v.is_number()) {
-        s = KeyError(key, absl::StrCat("must be a number, got ", v.dump()));
-      } else {
-        c.attn_density = v.get<double>();
-      }
+      s = json_reader::AsNumber(v, KeyPath(key), {0, 1}, c.attn_density);
     } else if (key == "layers") {
-      s = ReadInt(v, key, n);
-      if (s.ok() && n > 1'000'000) s = KeyError(key, "is implausibly large");
+      s = ReadSize(v, *FindLimit(key), n);
       if (s.ok()) c.layers = static_cast<int>(n);
     } else {
       int64_t* field = key == "dim"           ? &c.dim
@@ -178,7 +241,7 @@ absl::Status ApplyOverrides(const nlohmann::json& overrides,
             "model config: unknown key '", key, "' (known: ",
             absl::StrJoin(KnownKeys(), ", "), ")"));
       }
-      s = ReadInt(v, key, *field);
+      s = ReadSize(v, *FindLimit(key), *field);
     }
     if (!s.ok()) return s;
   }
@@ -201,9 +264,13 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
   const std::pair<const char*, int64_t> sizes[] = {
       {"layers", c.layers}, {"dim", c.dim},       {"ffn", c.ffn},
       {"heads", c.heads},   {"kv_heads", c.kv_heads}, {"tokens", c.tokens},
-      {"batch", c.batch}};
+      {"batch", c.batch},   {"text_tokens", c.text_tokens}, {"vocab", c.vocab}};
   for (const auto& [key, value] : sizes) {
-    if (value <= 0) return KeyError(key, absl::StrCat("must be > 0, got ", value));
+    const SizeLimit& limit = *FindLimit(key);
+    if (value < limit.min || value > limit.max) {
+      return KeyError(key, absl::StrCat("must be in [", limit.min, ", ", limit.max,
+                                        "], got ", value));
+    }
   }
   if (c.family == "wan" && c.text_tokens <= 0) {
     return KeyError("text_tokens",
@@ -246,7 +313,7 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
     return KeyError("optimizer", absl::StrCat("unknown optimizer \"", c.optimizer,
                                               "\" (known: adamw, sgd, none)"));
   }
-  return absl::OkStatus();
+  return CheckSizeProducts(c);
 }
 
 }  // namespace sacplan

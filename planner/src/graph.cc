@@ -1,11 +1,13 @@
 #include "sacplan/planner/graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/planner/checked_math.h"
 
 namespace sacplan {
 namespace {
@@ -158,10 +160,14 @@ absl::Status ValidateBlock(const Block& block) {
                                 "tensor's ", whole, " bytes, got ", grad_bytes));
       }
     }
-    if (op.fwd_ms < 0 || op.bwd_ms < 0 || op.flops < 0 || op.bytes_moved < 0) {
+    // Written so that NaN fails too.
+    const bool finite = std::isfinite(op.fwd_ms) && std::isfinite(op.bwd_ms) &&
+                        std::isfinite(op.flops) && std::isfinite(op.bytes_moved);
+    if (!finite || !(op.fwd_ms >= 0 && op.bwd_ms >= 0 && op.flops >= 0 &&
+                     op.bytes_moved >= 0)) {
       return Bad(block, where,
                  absl::StrCat("op '", op.id,
-                              "': times, flops and bytes must be >= 0"));
+                              "': times, flops and bytes must be finite and >= 0"));
     }
     if (op.workspace_bytes < 0 || op.bwd_workspace_bytes < 0 ||
         op.param_bytes < 0) {
@@ -182,6 +188,47 @@ absl::Status ValidateBlock(const Block& block) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Sums every byte count against kMaxModelTotalBytes and every time for
+// finiteness (each time may be finite while their sum is not).
+absl::Status CheckTotals(const Model& model) {
+  int64_t total = 0;
+  double total_ms = 0;
+  bool fits = true;
+  auto add = [&](int64_t bytes) {
+    fits = fits && AddWithin(bytes, kMaxModelTotalBytes, total);
+  };
+  for (const Block& block : model.blocks) {
+    for (const BlockInput& in : block.inputs) add(in.tensor.bytes);
+    for (const Op& op : block.ops) {
+      for (const TensorInfo& out : op.outputs) add(out.bytes);
+      add(op.workspace_bytes);
+      add(op.bwd_workspace_bytes);
+      add(op.param_bytes);
+      total_ms += op.fwd_ms + op.bwd_ms;
+    }
+  }
+  const FixedMemory& f = model.fixed;
+  for (int64_t bytes : {f.param_bytes, f.optimizer_state_bytes, f.nonblock_grad_bytes,
+                        f.embedding_grad_bytes, f.embedding_saved_bytes, f.head_bytes,
+                        f.optimizer_step_bytes}) {
+    add(bytes);
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's byte counts add up to more than 2^62 bytes (", kMaxModelTotalBytes,
+        "); a step's memory could not be counted in int64"));
+  }
+  if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms)) {
+    return absl::InvalidArgumentError(
+        "the model's op times add up to more than a double holds");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateModel(const Model& model) {
   if (model.blocks.empty()) {
     return absl::InvalidArgumentError("blocks: must not be empty");
@@ -201,10 +248,11 @@ absl::Status ValidateModel(const Model& model) {
       f.embedding_saved_bytes < 0 || f.head_bytes < 0 || f.optimizer_step_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
-  if (f.head_fwd_ms < 0 || f.head_bwd_ms < 0 || f.optimizer_ms < 0) {
-    return absl::InvalidArgumentError("fixed: times must be >= 0");
+  if (!(f.head_fwd_ms >= 0 && f.head_bwd_ms >= 0 && f.optimizer_ms >= 0 &&
+        std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms))) {
+    return absl::InvalidArgumentError("fixed: times must be finite and >= 0");
   }
-  return absl::OkStatus();
+  return CheckTotals(model);
 }
 
 namespace {

@@ -1,14 +1,15 @@
 #include "sacplan/planner/plan.h"
 
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "json_fields.h"
-#include "sacplan/planner/atomic_file.h"
+#include "absl/strings/str_format.h"
+#include "sacplan/planner/json_reader.h"
 
 namespace sacplan {
 
-using json_fields::json;
+using json_reader::json;
 
 std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
                                            const std::vector<SaveMask>& masks) {
@@ -66,6 +67,62 @@ absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
   return masks;
 }
 
+std::string GraphFingerprint(const Model& model) {
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64-bit offset basis
+  auto mix = [&hash](std::string_view text) {
+    for (const char c : text) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 0x100000001b3ULL;  // FNV prime
+    }
+    // A separator that no id contains, so that ("ab", "c") != ("a", "bc").
+    hash ^= 0xff;
+    hash *= 0x100000001b3ULL;
+  };
+  mix(std::to_string(model.blocks.size()));
+  for (const Block& block : model.blocks) {
+    mix("block");
+    for (const BlockInput& in : block.inputs) mix(in.tensor.id);
+    for (const Op& op : block.ops) {
+      mix("op");
+      mix(op.id);
+      mix(op.kind);
+      for (const std::string& in : op.inputs) mix(in);
+      mix("->");
+      for (const TensorInfo& out : op.outputs) mix(out.id);
+    }
+    mix(block.output);
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+absl::Status CheckPlanMatches(const Plan& plan, const Profile& profile) {
+  if (plan.model_name != profile.model_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan is for model '", plan.model_name, "', the profile is for '",
+                     profile.model_name, "'"));
+  }
+  if (plan.model_config.is_object() && profile.model_config.is_object()) {
+    for (const auto& [key, value] : plan.model_config.items()) {
+      const json* other = json_reader::Find(profile.model_config, key);
+      if (other != nullptr && *other != value) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan is for another model: model_config.", key, " is ", value.dump(),
+            " in the plan, ", other->dump(), " in the profile"));
+      }
+    }
+  }
+  if (!plan.graph_fingerprint.empty()) {
+    const std::string actual = GraphFingerprint(profile.model);
+    if (plan.graph_fingerprint != actual) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan is for another op graph: graph_fingerprint ", plan.graph_fingerprint,
+          " in the plan, ", actual, " for the profile (blocks, op ids or "
+          "connections differ)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void SetPrediction(const StepResult& result, Plan& plan) {
   plan.predicted = {result.peak_bytes, result.step_ms, result.recompute_ms};
 }
@@ -82,74 +139,73 @@ absl::StatusOr<BudgetKind> ParseBudgetKind(const std::string& text) {
 }
 
 absl::StatusOr<Plan> PlanFromJson(const json& doc) {
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(doc, "plan"));
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(doc, "plan"));
   std::string schema;
-  SACPLAN_RETURN_IF_ERROR(json_fields::ReadString(doc, "schema", "", true, schema));
+  SACPLAN_RETURN_IF_ERROR(json_reader::ReadString(doc, "schema", "", true, schema));
   if (schema != kPlanSchema) {
-    return json_fields::Error("schema", absl::StrCat("expected \"", kPlanSchema,
+    return json_reader::Error("schema", absl::StrCat("expected \"", kPlanSchema,
                                                      "\", got \"", schema, "\""));
   }
   Plan plan;
   SACPLAN_RETURN_IF_ERROR(
-      json_fields::ReadString(doc, "model", "", false, plan.model_name));
-  SACPLAN_RETURN_IF_ERROR(json_fields::ReadString(doc, "method", "", false, plan.method));
-  if (const json* config = json_fields::Find(doc, "model_config")) {
-    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*config, "model_config"));
+      json_reader::ReadString(doc, "model", "", false, plan.model_name));
+  SACPLAN_RETURN_IF_ERROR(json_reader::ReadString(doc, "method", "", false, plan.method));
+  SACPLAN_RETURN_IF_ERROR(json_reader::ReadString(doc, "graph_fingerprint", "", false,
+                                                  plan.graph_fingerprint));
+  if (const json* config = json_reader::Find(doc, "model_config")) {
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*config, "model_config"));
     plan.model_config = *config;
   }
   SACPLAN_RETURN_IF_ERROR(
-      json_fields::ReadInt(doc, "budget_bytes", "", false, plan.budget_bytes));
-  if (plan.budget_bytes < 0) return json_fields::Error("budget_bytes", "must be >= 0");
+      json_reader::ReadInt(doc, "budget_bytes", "", false, plan.budget_bytes,
+                           json_reader::kByteRange));
   std::string budget_kind = "allocated";
   SACPLAN_RETURN_IF_ERROR(
-      json_fields::ReadString(doc, "budget_kind", "", false, budget_kind));
+      json_reader::ReadString(doc, "budget_kind", "", false, budget_kind));
   auto kind = ParseBudgetKind(budget_kind);
-  if (!kind.ok()) return json_fields::Error("budget_kind", std::string(kind.status().message()));
+  if (!kind.ok()) return json_reader::Error("budget_kind", std::string(kind.status().message()));
   plan.budget_kind = *kind;
   std::string semantics = "sacplan";
   SACPLAN_RETURN_IF_ERROR(
-      json_fields::ReadString(doc, "semantics", "", false, semantics));
+      json_reader::ReadString(doc, "semantics", "", false, semantics));
   auto parsed = ParseSemantics(semantics);
-  if (!parsed.ok()) return json_fields::Error("semantics", std::string(parsed.status().message()));
+  if (!parsed.ok()) return json_reader::Error("semantics", std::string(parsed.status().message()));
   plan.semantics = *parsed;
-  if (const json* predicted = json_fields::Find(doc, "predicted")) {
-    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*predicted, "predicted"));
-    SACPLAN_RETURN_IF_ERROR(json_fields::ReadInt(*predicted, "peak_bytes", "predicted",
-                                                 false, plan.predicted.peak_bytes));
-    SACPLAN_RETURN_IF_ERROR(json_fields::ReadNumber(*predicted, "step_ms", "predicted",
-                                                    false, plan.predicted.step_ms));
-    SACPLAN_RETURN_IF_ERROR(json_fields::ReadNumber(
-        *predicted, "recompute_ms", "predicted", false, plan.predicted.recompute_ms));
-    SACPLAN_RETURN_IF_ERROR(json_fields::ReadInt(*predicted, "reserved_peak_bytes",
-                                                 "predicted", false,
-                                                 plan.predicted.reserved_peak_bytes));
-    if (plan.predicted.reserved_peak_bytes < 0) {
-      return json_fields::Error("predicted.reserved_peak_bytes", "must be >= 0");
-    }
+  if (const json* predicted = json_reader::Find(doc, "predicted")) {
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*predicted, "predicted"));
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::ReadInt(*predicted, "peak_bytes", "predicted", false,
+                             plan.predicted.peak_bytes, json_reader::kByteRange));
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::ReadNumber(*predicted, "step_ms", "predicted", false,
+                                plan.predicted.step_ms, json_reader::kTimeRange));
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::ReadNumber(*predicted, "recompute_ms", "predicted", false,
+                                plan.predicted.recompute_ms, json_reader::kTimeRange));
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::ReadInt(*predicted, "reserved_peak_bytes", "predicted", false,
+                             plan.predicted.reserved_peak_bytes, json_reader::kByteRange));
   }
-  const json* blocks = json_fields::Find(doc, "blocks");
-  if (blocks == nullptr) return json_fields::Error("blocks", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*blocks, "blocks"));
+  const json* blocks = json_reader::Find(doc, "blocks");
+  if (blocks == nullptr) return json_reader::Error("blocks", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
   for (size_t i = 0; i < blocks->size(); ++i) {
     const std::string path = absl::StrCat("blocks[", i, "]");
-    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject((*blocks)[i], path));
-    int64_t index = 0;
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject((*blocks)[i], path));
     BlockPlan block;
-    SACPLAN_RETURN_IF_ERROR(json_fields::ReadInt((*blocks)[i], "index", path, true, index));
-    block.index = static_cast<int>(index);
+    SACPLAN_RETURN_IF_ERROR(json_reader::ReadInt32((*blocks)[i], "index", path, true,
+                                                   block.index, json_reader::kIndexRange));
     SACPLAN_RETURN_IF_ERROR(
-        json_fields::ReadStrings((*blocks)[i], "save", path, true, block.save));
+        json_reader::ReadStrings((*blocks)[i], "save", path, true, block.save));
     plan.blocks.push_back(std::move(block));
   }
   return plan;
 }
 
 absl::StatusOr<Plan> ReadPlanFile(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  json doc;
-  SACPLAN_RETURN_IF_ERROR(json_fields::Parse(*text, path, doc));
-  auto plan = PlanFromJson(doc);
+  absl::StatusOr<json> doc = json_reader::ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  auto plan = PlanFromJson(*doc);
   if (!plan.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", plan.status().message()));
   }
@@ -175,6 +231,7 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
   json doc = {{"schema", kPlanSchema},
           {"model", plan.model_name},
           {"method", plan.method},
+          {"graph_fingerprint", GraphFingerprint(*model.model)},
           {"budget_bytes", plan.budget_bytes},
           {"budget_kind", BudgetKindName(plan.budget_kind)},
           {"semantics", SemanticsName(plan.semantics)},

@@ -1,26 +1,33 @@
 #include "sacplan/planner/profile.h"
 
+#include <limits>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
-#include "json_fields.h"
-#include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/json_reader.h"
 
 namespace sacplan {
 namespace {
 
-using json_fields::json;
-using json_fields::ReadBool;
-using json_fields::ReadInt;
-using json_fields::ReadInts;
-using json_fields::ReadNumber;
-using json_fields::ReadString;
-using json_fields::ReadStrings;
+using json_reader::json;
+using json_reader::kByteRange;
+using json_reader::kIndexRange;
+using json_reader::kNonNegative;
+using json_reader::kTimeRange;
+using json_reader::ReadBool;
+using json_reader::ReadInt;
+using json_reader::ReadInts;
+using json_reader::ReadNumber;
+using json_reader::ReadString;
+using json_reader::ReadStrings;
 
 absl::Status ReadTensor(const json& j, const std::string& path, TensorInfo& t) {
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
   SACPLAN_RETURN_IF_ERROR(ReadString(j, "id", path, true, t.id));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "bytes", path, true, t.bytes));
-  if (t.bytes <= 0) return json_fields::Error(path + ".bytes", "must be > 0");
-  SACPLAN_RETURN_IF_ERROR(ReadInts(j, "shape", path, false, t.shape));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "bytes", path, true, t.bytes,
+                                  {1, json_reader::kMaxBytes}));
+  SACPLAN_RETURN_IF_ERROR(ReadInts(j, "shape", path, false, t.shape,
+                                   {0, std::numeric_limits<int64_t>::max()}));
   SACPLAN_RETURN_IF_ERROR(ReadString(j, "dtype", path, false, t.dtype));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "requires_grad", path, false, t.requires_grad));
   return absl::OkStatus();
@@ -32,39 +39,42 @@ json TensorToJson(const TensorInfo& t) {
 }
 
 absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
   SACPLAN_RETURN_IF_ERROR(ReadString(j, "id", path, true, op.id));
   SACPLAN_RETURN_IF_ERROR(ReadString(j, "kind", path, true, op.kind));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "has_bias", path, false, op.has_bias));
   SACPLAN_RETURN_IF_ERROR(ReadStrings(j, "inputs", path, true, op.inputs));
   SACPLAN_RETURN_IF_ERROR(
       ReadStrings(j, "backward_needs", path, true, op.backward_needs));
-  const json* outputs = json_fields::Find(j, "outputs");
-  if (outputs == nullptr) return json_fields::Error(path + ".outputs", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*outputs, path + ".outputs"));
+  const json* outputs = json_reader::Find(j, "outputs");
+  if (outputs == nullptr) return json_reader::Error(path + ".outputs", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*outputs, path + ".outputs"));
   for (size_t i = 0; i < outputs->size(); ++i) {
     TensorInfo t;
     SACPLAN_RETURN_IF_ERROR(
         ReadTensor((*outputs)[i], absl::StrCat(path, ".outputs[", i, "]"), t));
     op.outputs.push_back(std::move(t));
   }
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "flops", path, false, op.flops));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "bytes_moved", path, false, op.bytes_moved));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "fwd_ms", path, true, op.fwd_ms));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "bwd_ms", path, true, op.bwd_ms));
   SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "workspace_bytes", path, false, op.workspace_bytes));
+      ReadNumber(j, "flops", path, false, op.flops, kNonNegative));
   SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "bwd_workspace_bytes", path, false, op.bwd_workspace_bytes));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "param_bytes", path, false, op.param_bytes));
+      ReadNumber(j, "bytes_moved", path, false, op.bytes_moved, kNonNegative));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "fwd_ms", path, true, op.fwd_ms, kTimeRange));
+  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "bwd_ms", path, true, op.bwd_ms, kTimeRange));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "workspace_bytes", path, false,
+                                  op.workspace_bytes, kByteRange));
+  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "bwd_workspace_bytes", path, false,
+                                  op.bwd_workspace_bytes, kByteRange));
+  SACPLAN_RETURN_IF_ERROR(
+      ReadInt(j, "param_bytes", path, false, op.param_bytes, kByteRange));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
   SACPLAN_RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
-  if (const json* grads = json_fields::Find(j, "input_grad_bytes"); grads != nullptr) {
+  if (const json* grads = json_reader::Find(j, "input_grad_bytes"); grads != nullptr) {
     const std::string gpath = path + ".input_grad_bytes";
-    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*grads, gpath));
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
     for (const auto& [input, value] : grads->items()) {
-      SACPLAN_RETURN_IF_ERROR(
-          ReadInt(*grads, input, gpath, true, op.input_grad_bytes[input]));
+      SACPLAN_RETURN_IF_ERROR(ReadInt(*grads, input, gpath, true,
+                                      op.input_grad_bytes[input], kByteRange));
     }
   }
   return absl::OkStatus();
@@ -93,14 +103,13 @@ json OpToJson(const Op& op) {
 }
 
 absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
-  int64_t index = 0;
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "index", path, true, index));
-  block.index = static_cast<int>(index);
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
+  SACPLAN_RETURN_IF_ERROR(
+      json_reader::ReadInt32(j, "index", path, true, block.index, kIndexRange));
   SACPLAN_RETURN_IF_ERROR(ReadString(j, "output", path, true, block.output));
-  const json* inputs = json_fields::Find(j, "inputs");
-  if (inputs == nullptr) return json_fields::Error(path + ".inputs", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*inputs, path + ".inputs"));
+  const json* inputs = json_reader::Find(j, "inputs");
+  if (inputs == nullptr) return json_reader::Error(path + ".inputs", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*inputs, path + ".inputs"));
   for (size_t i = 0; i < inputs->size(); ++i) {
     const std::string ipath = absl::StrCat(path, ".inputs[", i, "]");
     BlockInput in;
@@ -108,14 +117,14 @@ absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
     std::string kind = "carried";
     SACPLAN_RETURN_IF_ERROR(ReadString((*inputs)[i], "kind", ipath, false, kind));
     if (kind != "carried" && kind != "shared") {
-      return json_fields::Error(ipath + ".kind", "must be \"carried\" or \"shared\"");
+      return json_reader::Error(ipath + ".kind", "must be \"carried\" or \"shared\"");
     }
     in.kind = kind == "carried" ? InputKind::kCarried : InputKind::kShared;
     block.inputs.push_back(std::move(in));
   }
-  const json* ops = json_fields::Find(j, "ops");
-  if (ops == nullptr) return json_fields::Error(path + ".ops", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*ops, path + ".ops"));
+  const json* ops = json_reader::Find(j, "ops");
+  if (ops == nullptr) return json_reader::Error(path + ".ops", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*ops, path + ".ops"));
   for (size_t i = 0; i < ops->size(); ++i) {
     Op op;
     SACPLAN_RETURN_IF_ERROR(ReadOp((*ops)[i], absl::StrCat(path, ".ops[", i, "]"), op));
@@ -126,33 +135,41 @@ absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
 
 absl::Status ReadFixed(const json& j, FixedMemory& f) {
   const std::string path = "fixed";
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(j, path));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "param_bytes", path, true, f.param_bytes));
-  SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "optimizer_state_bytes", path, true, f.optimizer_state_bytes));
-  SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "nonblock_grad_bytes", path, false, f.nonblock_grad_bytes));
-  SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "embedding_grad_bytes", path, false, f.embedding_grad_bytes));
-  SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "embedding_saved_bytes", path, false, f.embedding_saved_bytes));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "head_bytes", path, false, f.head_bytes));
-  SACPLAN_RETURN_IF_ERROR(
-      ReadInt(j, "optimizer_step_bytes", path, false, f.optimizer_step_bytes));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "head_fwd_ms", path, false, f.head_fwd_ms));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "head_bwd_ms", path, false, f.head_bwd_ms));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "optimizer_ms", path, false, f.optimizer_ms));
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
+  const struct {
+    const char* key;
+    bool required;
+    int64_t* out;
+  } byte_fields[] = {
+      {"param_bytes", true, &f.param_bytes},
+      {"optimizer_state_bytes", true, &f.optimizer_state_bytes},
+      {"nonblock_grad_bytes", false, &f.nonblock_grad_bytes},
+      {"embedding_grad_bytes", false, &f.embedding_grad_bytes},
+      {"embedding_saved_bytes", false, &f.embedding_saved_bytes},
+      {"head_bytes", false, &f.head_bytes},
+      {"optimizer_step_bytes", false, &f.optimizer_step_bytes}};
+  for (const auto& field : byte_fields) {
+    SACPLAN_RETURN_IF_ERROR(
+        ReadInt(j, field.key, path, field.required, *field.out, kByteRange));
+  }
+  const std::pair<const char*, double*> time_fields[] = {
+      {"head_fwd_ms", &f.head_fwd_ms},
+      {"head_bwd_ms", &f.head_bwd_ms},
+      {"optimizer_ms", &f.optimizer_ms}};
+  for (const auto& [key, out] : time_fields) {
+    SACPLAN_RETURN_IF_ERROR(ReadNumber(j, key, path, false, *out, kTimeRange));
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(doc, "profile"));
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(doc, "profile"));
   std::string schema;
   SACPLAN_RETURN_IF_ERROR(ReadString(doc, "schema", "", true, schema));
   if (schema != kProfileSchema) {
-    return json_fields::Error("schema", absl::StrCat("expected \"", kProfileSchema,
+    return json_reader::Error("schema", absl::StrCat("expected \"", kProfileSchema,
                                                      "\", got \"", schema, "\""));
   }
   Profile p;
@@ -160,28 +177,28 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
   SACPLAN_RETURN_IF_ERROR(ReadString(doc, "source", "", false, p.source));
   SACPLAN_RETURN_IF_ERROR(ReadString(doc, "kernels", "", false, p.kernels));
   if (p.kernels != "aten" && p.kernels != "fused") {
-    return json_fields::Error("kernels", absl::StrCat("expected \"aten\" or \"fused\", got \"",
+    return json_reader::Error("kernels", absl::StrCat("expected \"aten\" or \"fused\", got \"",
                                                       p.kernels, "\""));
   }
-  if (const json* device = json_fields::Find(doc, "device")) {
-    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*device, "device"));
+  if (const json* device = json_reader::Find(doc, "device")) {
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*device, "device"));
     SACPLAN_RETURN_IF_ERROR(ReadString(*device, "name", "device", false, p.device));
     SACPLAN_RETURN_IF_ERROR(ReadInt(*device, "memory_bytes", "device", false,
-                                    p.device_memory_bytes));
+                                    p.device_memory_bytes, kByteRange));
   }
-  const json* model = json_fields::Find(doc, "model");
-  if (model == nullptr) return json_fields::Error("model", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*model, "model"));
+  const json* model = json_reader::Find(doc, "model");
+  if (model == nullptr) return json_reader::Error("model", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*model, "model"));
   SACPLAN_RETURN_IF_ERROR(ReadString(*model, "name", "model", true, p.model_name));
-  if (const json* config = json_fields::Find(*model, "config")) {
+  if (const json* config = json_reader::Find(*model, "config")) {
     p.model_config = *config;
   }
-  const json* fixed = json_fields::Find(doc, "fixed");
-  if (fixed == nullptr) return json_fields::Error("fixed", "missing");
+  const json* fixed = json_reader::Find(doc, "fixed");
+  if (fixed == nullptr) return json_reader::Error("fixed", "missing");
   SACPLAN_RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
-  const json* blocks = json_fields::Find(doc, "blocks");
-  if (blocks == nullptr) return json_fields::Error("blocks", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_fields::RequireArray(*blocks, "blocks"));
+  const json* blocks = json_reader::Find(doc, "blocks");
+  if (blocks == nullptr) return json_reader::Error("blocks", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
   for (size_t i = 0; i < blocks->size(); ++i) {
     Block block;
     SACPLAN_RETURN_IF_ERROR(ReadBlock((*blocks)[i], absl::StrCat("blocks[", i, "]"), block));
@@ -192,11 +209,9 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
 }
 
 absl::StatusOr<Profile> ReadProfileFile(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  json doc;
-  SACPLAN_RETURN_IF_ERROR(json_fields::Parse(*text, path, doc));
-  auto profile = ProfileFromJson(doc);
+  absl::StatusOr<json> doc = json_reader::ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  auto profile = ProfileFromJson(*doc);
   if (!profile.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", profile.status().message()));

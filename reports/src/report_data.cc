@@ -27,10 +27,8 @@ absl::Status SimulateForReport(const AnalyzedModel& model, ReportPlan& plan) {
 absl::StatusOr<ReportPlan> PlanFromFile(const Profile& profile,
                                         const AnalyzedModel& model,
                                         const PlanFile& file) {
-  if (file.plan.model_name != profile.model_name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file.path, ": plan is for model '", file.plan.model_name,
-        "', the profile is for '", profile.model_name, "'"));
+  if (absl::Status matches = CheckPlanMatches(file.plan, profile); !matches.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file.path, ": ", matches.message()));
   }
   absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, file.plan);
   if (!masks.ok()) {

@@ -1,83 +1,77 @@
 #include "sacplan/reports/run_log.h"
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/json_reader.h"
 
 namespace sacplan::reports {
 namespace {
 
-absl::Status FieldError(const std::string& path, const std::string& field,
-                        const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": ", field, ": ", problem));
+using json_reader::json;
+
+// doc[section][key]: a byte count of at least 1.
+absl::Status ReadPeakBytes(const json& doc, const std::string& section,
+                           int64_t& out) {
+  return json_reader::ReadInt(doc[section], "peak_bytes", section, true, out,
+                              {1, json_reader::kMaxBytes});
 }
 
-// doc[section][key] as a positive number.
-absl::StatusOr<double> PositiveNumber(const nlohmann::json& doc,
-                                      const std::string& section,
-                                      const std::string& key,
-                                      const std::string& path) {
-  const std::string field = absl::StrCat(section, ".", key);
-  if (!doc.contains(section) || !doc[section].is_object()) {
-    return FieldError(path, section, "missing (an object is required)");
+// doc[section][key]: a time > 0 and at most kMaxMs.
+absl::Status ReadStepMs(const json& doc, const std::string& section, double& out) {
+  SACPLAN_RETURN_IF_ERROR(json_reader::ReadNumber(doc[section], "step_ms", section,
+                                                  true, out, json_reader::kTimeRange));
+  if (!(out > 0)) return json_reader::Error(section + ".step_ms", "must be > 0");
+  return absl::OkStatus();
+}
+
+absl::Status ReadRunLogFields(const json& doc, RunLog& log) {
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(doc, "run log"));
+  for (const char* section : {"predicted", "measured"}) {
+    const json* object = json_reader::Find(doc, section);
+    if (object == nullptr) return json_reader::Error(section, "missing");
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*object, section));
   }
-  const nlohmann::json& object = doc[section];
-  if (!object.contains(key)) return FieldError(path, field, "missing");
-  if (!object[key].is_number()) return FieldError(path, field, "must be a number");
-  const double value = object[key].get<double>();
-  if (!(value > 0)) return FieldError(path, field, "must be > 0");
-  return value;
+  SACPLAN_RETURN_IF_ERROR(ReadPeakBytes(doc, "predicted", log.predicted_peak_bytes));
+  SACPLAN_RETURN_IF_ERROR(ReadStepMs(doc, "predicted", log.predicted_step_ms));
+  SACPLAN_RETURN_IF_ERROR(ReadPeakBytes(doc, "measured", log.measured_peak_bytes));
+  SACPLAN_RETURN_IF_ERROR(ReadStepMs(doc, "measured", log.measured_step_ms));
+  const json* losses = json_reader::Find(doc, "losses");
+  if (losses == nullptr) return json_reader::Error("losses", "missing");
+  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*losses, "losses"));
+  for (size_t i = 0; i < losses->size(); ++i) {
+    double loss = 0;
+    SACPLAN_RETURN_IF_ERROR(
+        json_reader::AsNumber((*losses)[i], absl::StrCat("losses[", i, "]"), {}, loss));
+  }
+  log.loss_count = static_cast<int>(losses->size());
+  // Optional, for the label only: "plan" as a string or {"method": ...}.
+  if (const json* plan = json_reader::Find(doc, "plan")) {
+    if (plan->is_string()) {
+      log.label = plan->get<std::string>();
+    } else if (plan->is_object()) {
+      SACPLAN_RETURN_IF_ERROR(
+          json_reader::ReadString(*plan, "method", "plan", false, log.label));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<RunLog> RunLogFromJson(const nlohmann::json& doc,
                                       const std::string& path) {
-  if (!doc.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": a run log must be a JSON object"));
-  }
   RunLog log;
   log.path = path;
   log.label = path;
-  absl::StatusOr<double> value = PositiveNumber(doc, "predicted", "peak_bytes", path);
-  if (!value.ok()) return value.status();
-  log.predicted_peak_bytes = static_cast<int64_t>(*value);
-  value = PositiveNumber(doc, "predicted", "step_ms", path);
-  if (!value.ok()) return value.status();
-  log.predicted_step_ms = *value;
-  value = PositiveNumber(doc, "measured", "peak_bytes", path);
-  if (!value.ok()) return value.status();
-  log.measured_peak_bytes = static_cast<int64_t>(*value);
-  value = PositiveNumber(doc, "measured", "step_ms", path);
-  if (!value.ok()) return value.status();
-  log.measured_step_ms = *value;
-  if (!doc.contains("losses")) return FieldError(path, "losses", "missing");
-  if (!doc["losses"].is_array()) return FieldError(path, "losses", "must be an array");
-  for (const nlohmann::json& loss : doc["losses"]) {
-    if (!loss.is_number()) return FieldError(path, "losses", "must hold numbers only");
-  }
-  log.loss_count = static_cast<int>(doc["losses"].size());
-  // Optional, for the label only: "plan" as a string or {"method": ...}.
-  if (doc.contains("plan")) {
-    const nlohmann::json& plan = doc["plan"];
-    if (plan.is_string()) {
-      log.label = plan.get<std::string>();
-    } else if (plan.is_object() && plan.contains("method") &&
-               plan["method"].is_string()) {
-      log.label = plan["method"].get<std::string>();
-    }
+  if (absl::Status s = ReadRunLogFields(doc, log); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
   return log;
 }
 
 absl::StatusOr<RunLog> ReadRunLog(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  }
-  return RunLogFromJson(doc, path);
+  absl::StatusOr<nlohmann::json> doc = json_reader::ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  return RunLogFromJson(*doc, path);
 }
 
 }  // namespace sacplan::reports

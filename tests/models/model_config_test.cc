@@ -113,6 +113,45 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOverride{R"({"optimizer": "lion"})", "optimizer"},
                       BadOverride{R"({"family": "flux"})", "family"}));
 
+TEST(ModelConfigTest, SizeProductsThatOverflowAreRejectedNamingTheProduct) {
+  // Each size within its limit, their product beyond int64: once wrapped to
+  // a small byte count and accepted.
+  ModelConfig c = Get("wan-tiny");
+  absl::Status s = ApplyOverrides({{"tokens", int64_t{1} << 32}, {"batch", 1 << 20}}, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "batch*tokens*max(dim,ffn)*16 bytes overflows int64");
+  EXPECT_EQ(c.tokens, 96);
+  // Within int64 but more than a step's total can count.
+  ModelConfig llama = Get("llama-tiny");
+  s = ApplyOverrides({{"layers", 100000}, {"dim", 1 << 20}, {"heads", 1 << 10},
+                      {"kv_heads", 1 << 10}},
+                     llama);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("2^62"));
+  // A large real model still passes: Wan2.1-14B at 16 samples of 81 frames.
+  ModelConfig wan = Get("wan2.1-14b");
+  EXPECT_TRUE(ApplyOverrides({{"batch", 16}}, wan).ok());
+}
+
+TEST(ModelConfigTest, IntegersFollowTheJsonReaderRules) {
+  ModelConfig c = Get("wan-tiny");
+  for (const char* text : {R"({"dim": 64.0})", R"({"tokens": 1e3})",
+                           R"({"vocab": 18446744073709551615})",
+                           R"({"layers": 4294967297})"}) {
+    absl::Status s = ApplyOverrides(nlohmann::json::parse(text), c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(s.message(), HasSubstr("model config key '")) << text;
+  }
+  EXPECT_EQ(c.ToJson(), Get("wan-tiny").ToJson());
+}
+
+TEST(ModelConfigTest, WanVideoTokensOverflowIsAnError) {
+  absl::StatusOr<int64_t> tokens =
+      WanVideoTokens(int64_t{1} << 40 | 1, int64_t{1} << 40, int64_t{1} << 40);
+  ASSERT_FALSE(tokens.ok());
+  EXPECT_THAT(tokens.status().message(), HasSubstr("overflows int64"));
+}
+
 TEST(ModelConfigTest, LlamaHeadsMustBeDivisibleByKvHeads) {
   ModelConfig c = Get("llama-tiny");
   absl::Status s = ApplyOverrides({{"kv_heads", 3}}, c);

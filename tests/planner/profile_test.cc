@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "test_graphs.h"
 
 namespace sacplan {
@@ -64,6 +67,31 @@ TEST(ProfileTest, KernelsRoundTripsDefaultsToAtenAndRejectsOthers) {
   ASSERT_FALSE(read.ok());
   EXPECT_NE(read.status().message().find("kernels"), std::string::npos)
       << read.status().message();
+}
+
+TEST(ProfileTest, ByteCountsWhoseSumExceedsTwoToThe62AreRejected) {
+  // Each byte count is within its own limit (2^53); 600 of them are not
+  // within int64 once a step adds them up.
+  Model model = testing::ChainModel(600);
+  for (Block& block : model.blocks) {
+    for (Op& op : block.ops) op.workspace_bytes = int64_t{1} << 53;
+  }
+  const absl::Status s = ValidateModel(model);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("more than 2^62 bytes"), std::string::npos) << s;
+  for (Block& block : model.blocks) {
+    for (Op& op : block.ops) op.workspace_bytes = int64_t{1} << 40;
+  }
+  EXPECT_TRUE(ValidateModel(model).ok());
+}
+
+TEST(ProfileTest, NonFiniteTimesAreRejectedEvenWhenNaN) {
+  Model model = testing::ChainModel(2);
+  model.blocks[1].ops[0].fwd_ms = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(ValidateModel(model).ok());
+  model.blocks[1].ops[0].fwd_ms = 1;
+  model.fixed.optimizer_ms = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(ValidateModel(model).ok());
 }
 
 }  // namespace

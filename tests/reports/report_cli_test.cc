@@ -98,8 +98,8 @@ TEST_F(ReportCli, SolvesForTheBudgetAndWritesReportAndSnapshot) {
 
 TEST_F(ReportCli, ShowsGivenPlansAndRunLogs) {
   const fs::path run = dir_this_ / "run.json", out = dir_this_ / "r.html";
-  WriteJson(run, {{"predicted", {{"peak_bytes", 5e8}, {"step_ms", 2.0}}},
-                  {"measured", {{"peak_bytes", 5.2e8}, {"step_ms", 2.1}}},
+  WriteJson(run, {{"predicted", {{"peak_bytes", int64_t{500000000}}, {"step_ms", 2.0}}},
+                  {"measured", {{"peak_bytes", int64_t{520000000}}, {"step_ms", 2.1}}},
                   {"losses", {3.0, 2.5}},
                   {"plan", "attn-run"},
                   {"extra", "ignored"}});
@@ -134,8 +134,8 @@ TEST_F(ReportCli, ImpossibleBudgetNamesTheSmallestFeasible) {
 
 TEST_F(ReportCli, RunLogMissingAField) {
   const fs::path run = dir_this_ / "run.json";
-  WriteJson(run, {{"predicted", {{"peak_bytes", 5e8}, {"step_ms", 2.0}}},
-                  {"measured", {{"peak_bytes", 5.2e8}}},
+  WriteJson(run, {{"predicted", {{"peak_bytes", int64_t{500000000}}, {"step_ms", 2.0}}},
+                  {"measured", {{"peak_bytes", int64_t{520000000}}}},
                   {"losses", {3.0}}});
   ExpectError({"--profile", Profile("wan-tiny").string(), "--budget", "1GB", "--run",
                run.string()},

@@ -46,15 +46,22 @@ absl::StatusOr<ModelConfig> ModelConfigByName(const std::string& name);
 // are InvalidArgument naming the key. Re-validates the whole config.
 absl::Status ApplyOverrides(const nlohmann::json& overrides, ModelConfig& config);
 
-// A config file: {"base": "wan2.1-1.3b", ...overrides} or a full config
-// with "family". Errors name the file and the key.
+// A config document: {"base": "wan2.1-1.3b", ...overrides} or a full
+// config with "family", read with json_reader's integer rules and each
+// size's limit (docs/models.md#config-files). InvalidArgument naming the key.
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc);
+
+// A config file (json_reader::ReadJsonFile: at most 64 MiB, depth 64) read
+// by ModelConfigFromJson. Errors name the file and the key.
 absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path);
 
 // Bytes per element of "bfloat16", "float16", "float32", "float64" and
 // "complex128"; 0 for any other name (callers validate first).
 int64_t DtypeBytes(const std::string& dtype);
 
-// Checks sizes and divisibility; InvalidArgument naming the field.
+// Checks sizes (each within its limit, and every product the graph builders
+// form within int64, the whole step within kMaxModelTotalBytes) and
+// divisibility; InvalidArgument naming the field or the product.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
 // Wan video tokens: latent_frames x (height/16) x (width/16) with

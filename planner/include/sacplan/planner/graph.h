@@ -117,6 +117,15 @@ struct Model {
 // an input used before it is produced. Returns InvalidArgument naming the
 // block, op and field at fault.
 absl::Status ValidateBlock(const Block& block);
+
+// The most bytes all of a model's byte counts may add up to (2^62): any sum
+// the simulator and the solver form over a step then fits int64 with room
+// to spare, so they need no overflow checks of their own.
+inline constexpr int64_t kMaxModelTotalBytes = int64_t{1} << 62;
+
+// ValidateBlock for every block, blocks that connect, fixed memory and
+// times that are >= 0 and finite, and byte counts (tensors, workspaces,
+// parameters, fixed memory) whose sum is at most kMaxModelTotalBytes.
 absl::Status ValidateModel(const Model& model);
 
 // True when the two blocks have the same ops, tensors and costs (their index

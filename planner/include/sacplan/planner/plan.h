@@ -46,6 +46,9 @@ struct Plan {
   // can refuse a plan made for another shape of the same model. Empty object
   // when unknown (older plans); optional in the JSON.
   nlohmann::json model_config = nlohmann::json::object();
+  // GraphFingerprint of the profile the plan was made from; empty when
+  // unknown (older plans, plans written by hand). Optional in the JSON.
+  std::string graph_fingerprint;
   std::string method;         // "optimal" or a preset name such as "full"
   int64_t budget_bytes = 0;   // 0 when the plan was not made for a budget
   BudgetKind budget_kind = BudgetKind::kAllocated;  // what budget_bytes caps
@@ -61,6 +64,18 @@ std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
 // that every op id exists in its block; errors name the block and the id.
 absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
                                                     const Plan& plan);
+
+// 16 hex digits: a 64-bit FNV-1a hash of the op graph's structure (the
+// block count and, per block, its inputs and each op's id, kind, inputs and
+// output ids), not of sizes or times, so that profiles of one model from
+// different sources (roofline, cpu, cupti) share it.
+std::string GraphFingerprint(const Model& model);
+
+// Whether `plan` was made for `profile`: the model names must be equal,
+// every key present in both model configs must hold the same value, and a
+// plan's graph fingerprint (when it has one) must be the profile's.
+// InvalidArgument naming what differs; callers prefix the plan's path.
+absl::Status CheckPlanMatches(const Plan& plan, const Profile& profile);
 
 // Fills plan.predicted from a simulation; reserved_peak_bytes is left 0 for
 // the caller that replays the step (ReplayPlan) to set.

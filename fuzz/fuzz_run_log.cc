@@ -1,0 +1,16 @@
+// libFuzzer target: arbitrary bytes as a run log (sacplan train --log).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "sacplan/planner/json_reader.h"
+#include "sacplan/reports/run_log.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<sacplan::json_reader::json> doc =
+      sacplan::json_reader::Parse(text, "fuzz");
+  if (!doc.ok()) return 0;
+  (void)sacplan::reports::RunLogFromJson(*doc, "fuzz");
+  return 0;
+}
