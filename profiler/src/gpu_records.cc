@@ -128,9 +128,11 @@ double Median(std::vector<double> values) {
 }
 
 absl::StatusOr<MedianTime> MedianBusyTime(const Attribution& attribution,
-                                          const std::vector<uint64_t>& range_ids) {
-  if (range_ids.empty()) {
-    return absl::InvalidArgumentError("median of no runs");
+                                          const std::vector<uint64_t>& range_ids,
+                                          int skip) {
+  if (skip < 0 || static_cast<size_t>(skip) >= range_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "median of no runs (", range_ids.size(), " runs, ", skip, " skipped)"));
   }
   std::unordered_map<uint64_t, const RangeTime*> by_id;
   for (const RangeTime& r : attribution.ranges) by_id[r.id] = &r;
@@ -147,7 +149,8 @@ absl::StatusOr<MedianTime> MedianBusyTime(const Attribution& attribution,
   const bool empty_means_lost = attribution.dropped_records > 0 && any_activity;
   MedianTime out;
   std::vector<double> kept_ms;
-  for (const RangeTime* r : runs) {
+  for (size_t i = static_cast<size_t>(skip); i < runs.size(); ++i) {
+    const RangeTime* r = runs[i];
     if (empty_means_lost && r->activities == 0) {
       ++out.lost_samples;
       continue;

@@ -224,6 +224,30 @@ TEST(MedianTest, DroppedBufferLeavesTheEmptyRepeatOut) {
   EXPECT_DOUBLE_EQ(m->median_ms, 37.5e-6);  // of 35 and 40, not of 0, 35, 40
 }
 
+TEST(MedianTest, WarmupRunsAreNotTimedButShowTheOpLaunchesWork) {
+  RangeLog log;
+  std::vector<uint64_t> ids;
+  for (int r = 0; r < 3; ++r) {
+    ids.push_back(log.Open("q:fwd"));
+    log.Close();
+  }
+  ActivityRecords records = ThreeRepeats(ids);
+  absl::StatusOr<MedianTime> timed =
+      MedianBusyTime(AttributeActivities(log.ranges(), records), ids, 1);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_DOUBLE_EQ(timed->median_ms, 37.5e-6);  // of 35 and 40; 30 is warmup
+  EXPECT_EQ(timed->samples, 2);
+  // Both timed runs' kernels dropped: the warmup run's kernels show they
+  // were lost, not free.
+  records.activities.erase(records.activities.begin() + 2, records.activities.end());
+  records.dropped_records = 4;
+  absl::StatusOr<MedianTime> lost =
+      MedianBusyTime(AttributeActivities(log.ranges(), records), ids, 1);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->samples, 0);
+  EXPECT_EQ(lost->lost_samples, 2);
+}
+
 TEST(MedianTest, WithoutDropsAnEmptyRepeatIsZero) {
   RangeLog log;
   std::vector<uint64_t> ids;
@@ -263,6 +287,8 @@ TEST(MedianTest, BadRangeIdsAreErrors) {
   log.Close();
   const Attribution a = AttributeActivities(log.ranges(), ActivityRecords());
   EXPECT_EQ(MedianBusyTime(a, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MedianBusyTime(a, {op}, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MedianBusyTime(a, {op, op + 1}).status().code(),
             absl::StatusCode::kNotFound);
 }

@@ -116,13 +116,16 @@ struct MedianTime {
   int lost_samples = 0;  // runs left out, see MedianBusyTime
 };
 
-// Median busy time of the ranges `range_ids` (runs of one measurement). When
-// records were dropped, a run with no activities while another run of the
-// same measurement has some is taken as lost to the drop, not as free, and
-// left out. Without drops every run counts (an op may launch nothing: 0 ms).
-// NotFound for an id not in `attribution`; InvalidArgument for no ids.
+// Median busy time of the ranges `range_ids` (runs of one measurement)
+// after the first `skip` (warmup runs, not timed). When records were
+// dropped, a timed run with no activities while another run of the same
+// measurement (warmup included) has some is taken as lost to the drop, not
+// as free, and left out. Without drops every run counts (an op may launch
+// nothing: 0 ms). NotFound for an id not in `attribution`; InvalidArgument
+// when no run is left after `skip`.
 absl::StatusOr<MedianTime> MedianBusyTime(const Attribution& attribution,
-                                          const std::vector<uint64_t>& range_ids);
+                                          const std::vector<uint64_t>& range_ids,
+                                          int skip = 0);
 
 // Median of `values` (mean of the middle two for an even count); 0 if empty.
 double Median(std::vector<double> values);
