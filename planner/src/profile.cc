@@ -161,6 +161,10 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
   if (const json* config = json_fields::Find(*model, "config")) {
     p.model_config = *config;
   }
+  if (const json* measurement = json_fields::Find(doc, "measurement")) {
+    SACPLAN_RETURN_IF_ERROR(json_fields::RequireObject(*measurement, "measurement"));
+    p.measurement = *measurement;
+  }
   const json* fixed = json_fields::Find(doc, "fixed");
   if (fixed == nullptr) return json_fields::Error("fixed", "missing");
   SACPLAN_RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
@@ -206,7 +210,7 @@ json ProfileToJson(const Profile& p) {
                       {"ops", ops}});
   }
   const FixedMemory& f = p.model.fixed;
-  return {{"schema", kProfileSchema},
+  json doc = {{"schema", kProfileSchema},
           {"source", p.source},
           {"device", {{"name", p.device}, {"memory_bytes", p.device_memory_bytes}}},
           {"model", {{"name", p.model_name}, {"config", p.model_config}}},
@@ -222,6 +226,8 @@ json ProfileToJson(const Profile& p) {
             {"head_bwd_ms", f.head_bwd_ms},
             {"optimizer_ms", f.optimizer_ms}}},
           {"blocks", blocks}};
+  if (!p.measurement.empty()) doc["measurement"] = p.measurement;
+  return doc;
 }
 
 }  // namespace sacplan
