@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+from xml.etree import ElementTree
 
 SCHEMA = "sacplan.gpu-check/1"
 PLANS = ["none", "full", "attn_only", "optimal"]
@@ -111,16 +112,26 @@ def training_summary(out, steps):
     return training
 
 
+def gpu_test_results(out):
+    """{test name: passed} from ctest's JUnit file; {} when there is none."""
+    try:
+        root = ElementTree.parse(os.path.join(out, "gpu_tests.xml")).getroot()
+    except (OSError, ElementTree.ParseError):
+        return {}
+    return {case.get("name"): case.find("failure") is None and case.get("status") != "fail"
+            for case in root.iter("testcase")}
+
+
 def kernels_summary(out, steps):
-    parity = steps.get("kernel_parity")
-    if parity is None or parity["status"] == "skipped":
+    # The kernels' parity tests are the gpu-labelled tests other than the
+    # CUDA profiler's own.
+    parity = {name: ok for name, ok in gpu_test_results(out).items()
+              if not name.startswith("CudaProfilerTest.")}
+    if not parity:
         parity_out = "not built"
     else:
-        xml = read_text(os.path.join(out, "kernel_parity.xml"))
-        counts = re.search(r'tests="(\d+)"[^>]*failures="(\d+)"', xml)
-        parity_out = {"status": parity["status"]}
-        if counts:
-            parity_out.update(tests=int(counts.group(1)), failures=int(counts.group(2)))
+        parity_out = {"tests": len(parity),
+                      "failed": sorted(name for name, ok in parity.items() if not ok)}
     bench = load(os.path.join(out, "bench_kernels.json"))
     if bench is None:
         speed = "not built" if steps.get("kernel_bench", {}).get("status") in (None, "skipped") \
@@ -175,7 +186,10 @@ def print_table(summary):
     print(f"  kernels: parity {json.dumps(summary['kernels']['parity'])}; speed-up "
           f"{json.dumps(summary['kernels']['speedup'].get('speedups') if isinstance(summary['kernels']['speedup'], dict) else summary['kernels']['speedup'])}")
     failed = [n for n, s in summary["steps"].items() if s["status"] == "failed"]
-    print("  all steps passed" if not failed else f"  failed: {', '.join(failed)}")
+    if failed:
+        print(f"  failed: {', '.join(failed)}")
+    else:
+        print("  all steps passed" if summary["steps"] else "  no step ran")
 
 
 def main(argv):
@@ -197,6 +211,8 @@ def main(argv):
         "training": training_summary(out, steps),
         "kernels": kernels_summary(out, steps),
         "cupti_overhead": cupti_overhead(out),
+        "cuda_profiler_tests": {name: ok for name, ok in gpu_test_results(out).items()
+                                if name.startswith("CudaProfilerTest.")},
     }
     write_atomically(os.path.join(out, "gpu-check.json"), summary)
     if "--print" in argv[3:]:
