@@ -11,6 +11,7 @@
 #include "sacplan/executor/executor.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/profiler/cuda_profiler.h"
 #include "training_common.h"
 
 namespace sacplan::cli {
@@ -24,6 +25,7 @@ struct TrainFlags {
   int steps = 10;
   uint64_t seed = 0;
   int threads = 0;
+  bool cupti = false;
 };
 
 absl::Status RunTrain(const TrainFlags& flags) {
@@ -34,6 +36,15 @@ absl::Status RunTrain(const TrainFlags& flags) {
   absl::StatusOr<TrainingSetup> setup = StartTraining(*config, flags.device, flags.seed, flags.threads);
   if (!setup.ok()) return setup.status();
   const TorchModel& model = *setup->model;
+  std::unique_ptr<CuptiSession> cupti;
+  if (flags.cupti) {
+    if (!model.device().is_cuda()) {
+      return absl::InvalidArgumentError("--cupti: needs --device cuda");
+    }
+    auto session = StartCuptiSession(model.device().has_index() ? model.device().index() : 0);
+    if (!session.ok()) return session.status();
+    cupti = *std::move(session);
+  }
   auto executor = PlanExecutor::FromPlan(model, *plan);
   if (!executor.ok()) {
     return absl::InvalidArgumentError(
@@ -93,6 +104,10 @@ Command AddTrainCommand(CLI::App& app) {
                       "caching allocator's statistics); default cpu");
   command->add_option("--seed", flags->seed, "Parameters and batches (default 0)");
   AddThreadsOption(*command, flags->threads);
+  command->add_flag("--cupti", flags->cupti,
+                    "--device cuda: collect CUPTI activity records while "
+                    "training, as profile --device cuda does, to measure what "
+                    "collection costs a step");
   command->add_option("--log", flags->log_path,
                       "Write a run log (JSON: predicted, measured, losses, "
                       "steps) for `sacplan report --run`");
