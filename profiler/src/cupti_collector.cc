@@ -176,6 +176,13 @@ absl::Status CuptiCollector::PopRange() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> CuptiCollector::IdleTimestampNs() {
+  SACPLAN_GPU_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  uint64_t now_ns = 0;
+  SACPLAN_GPU_RETURN_IF_ERROR(cuptiGetTimestamp(&now_ns));
+  return now_ns;
+}
+
 absl::StatusOr<gpu::ActivityRecords> CuptiCollector::Collect() {
   SACPLAN_GPU_RETURN_IF_ERROR(cudaDeviceSynchronize());
   SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));

@@ -31,6 +31,8 @@ class CuptiCollector final : public ActivitySource {
   // thread and opens an NVTX range named `label`.
   absl::Status PushRange(uint64_t range_id, const std::string& label) override;
   absl::Status PopRange() override;
+  // cudaDeviceSynchronize, then cuptiGetTimestamp.
+  absl::StatusOr<uint64_t> IdleTimestampNs() override;
   // cudaDeviceSynchronize, a forced flush of every buffer, then the records
   // delivered and the count CUPTI dropped since the previous Collect. An
   // error in the buffer callback (which cannot return one) comes back here.

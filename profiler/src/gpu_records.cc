@@ -29,6 +29,21 @@ uint64_t UnionLength(std::vector<Interval> intervals) {
 
 constexpr size_t kNone = static_cast<size_t>(-1);
 
+// The deepest range whose device-exclusive window holds `interval` whole;
+// kNone if none does. A linear scan: windows are only searched for work
+// that carries no correlation, which is little.
+size_t InnermostWindow(const std::vector<Range>& ranges, const std::vector<int>& depth,
+                       const Interval& interval) {
+  size_t best = kNone;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Range& r = ranges[i];
+    if (r.end_ns <= r.begin_ns) continue;  // no window
+    if (interval.first < r.begin_ns || interval.second > r.end_ns) continue;
+    if (best == kNone || depth[i] > depth[best]) best = i;
+  }
+  return best;
+}
+
 }  // namespace
 
 void ActivityRecords::Append(ActivityRecords&& more) {
@@ -41,20 +56,22 @@ void ActivityRecords::Append(ActivityRecords&& more) {
   more = ActivityRecords();
 }
 
-uint64_t RangeLog::Open(std::string label) {
+uint64_t RangeLog::Open(std::string label, uint64_t begin_ns) {
   Range range;
   range.id = ranges_.size() + 1;
   range.parent = open_.empty() ? 0 : open_.back();
   range.label = std::move(label);
+  range.begin_ns = begin_ns;
   open_.push_back(range.id);
   ranges_.push_back(std::move(range));
   return ranges_.back().id;
 }
 
-uint64_t RangeLog::Close() {
+uint64_t RangeLog::Close(uint64_t end_ns) {
   if (open_.empty()) return 0;
   const uint64_t id = open_.back();
   open_.pop_back();
+  ranges_[id - 1].end_ns = end_ns;
   return id;
 }
 
@@ -96,12 +113,14 @@ Attribution AttributeActivities(const std::vector<Range>& ranges,
     }
     const Interval interval{a.start_ns, a.end_ns};
     auto found = owner.find(a.correlation_id);
-    if (found == owner.end()) {
+    const size_t range = found != owner.end() ? found->second
+                                              : InnermostWindow(ranges, depth, interval);
+    if (range == kNone) {
       unattributed.push_back(interval);
       continue;
     }
-    own[found->second].push_back(interval);
-    for (size_t r = found->second; r != kNone; r = parent[r]) {
+    own[range].push_back(interval);
+    for (size_t r = range; r != kNone; r = parent[r]) {
       nested[r].push_back(interval);
     }
   }

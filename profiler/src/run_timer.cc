@@ -35,13 +35,21 @@ absl::StatusOr<double> WallClockTimer::TakeMedianMs(int skip) {
 }
 
 absl::Status GpuRunTimer::Begin(const std::string& label) {
-  const uint64_t id = log_.Open(label);
+  absl::StatusOr<uint64_t> begin_ns = source_.IdleTimestampNs();
+  if (!begin_ns.ok()) return begin_ns.status();
+  const uint64_t id = log_.Open(label, *begin_ns);
   return source_.PushRange(id, label);
 }
 
 absl::Status GpuRunTimer::End() {
-  if (log_.Close() == 0) return absl::FailedPreconditionError("timer: End without Begin");
-  return source_.PopRange();
+  if (log_.open_ranges() == 0) {
+    return absl::FailedPreconditionError("timer: End without Begin");
+  }
+  if (absl::Status popped = source_.PopRange(); !popped.ok()) return popped;
+  absl::StatusOr<uint64_t> end_ns = source_.IdleTimestampNs();
+  if (!end_ns.ok()) return end_ns.status();
+  log_.Close(*end_ns);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> GpuRunTimer::TakeMedianMs(int skip) {

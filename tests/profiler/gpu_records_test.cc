@@ -150,6 +150,32 @@ TEST(AttributeTest, DeeplyNestedRangesReachEveryAncestor) {
   EXPECT_EQ(TimeOf(at, d).busy_ns, 0u);
 }
 
+TEST(AttributeTest, WorkWithoutCorrelationGoesToTheWindowHoldingIt) {
+  RangeLog log;
+  const uint64_t outer = log.Open("loss:bwd", 1000);
+  const uint64_t inner = log.Open("inner", 1200);
+  log.Close(1500);
+  log.Close(2000);
+  const uint64_t later = log.Open("embed:bwd", 3000);
+  log.Close(3500);
+  ActivityRecords records;
+  records.activities = {
+      Kernel(1100, 1150, 7, 1),  // outer's window only
+      Kernel(1300, 1400, 8, 2),  // inside both: the inner one
+      Kernel(1900, 2100, 7, 3),  // crosses outer's end: no window holds it
+      Kernel(3100, 3200, 7, 4),  // in later's window, but correlated to outer
+      Kernel(2500, 2600, 7, 5),  // between windows
+  };
+  records.correlations = {{4, outer}};
+  const Attribution a = AttributeActivities(log.ranges(), records);
+  EXPECT_EQ(TimeOf(a, inner).self_busy_ns, 100u);
+  EXPECT_EQ(TimeOf(a, outer).self_busy_ns, 150u);  // 50 + the correlated 100
+  EXPECT_EQ(TimeOf(a, outer).busy_ns, 250u);
+  EXPECT_EQ(TimeOf(a, later).busy_ns, 0u);
+  EXPECT_EQ(a.unattributed_activities, 2);
+  EXPECT_EQ(a.unattributed_busy_ns, 300u);
+}
+
 TEST(AttributeTest, IncompleteRecordsAreSkippedAndCounted) {
   RangeLog log;
   const uint64_t op = log.Open("q:fwd");

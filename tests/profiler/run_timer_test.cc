@@ -3,6 +3,7 @@
 // correlation records as CUPTI would, optionally losing a run's records.
 #include "sacplan/profiler/run_timer.h"
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 
@@ -23,6 +24,8 @@ class FakeGpu final : public ActivitySource {
   // Runs (0-based, in push order) whose records the next Collect loses;
   // each lost run adds 4 dropped records (2 kernels, 2 correlations).
   std::vector<int> lose_runs;
+  // Runs whose kernels another thread launched: no correlation records.
+  std::vector<int> other_thread_runs;
 
   absl::Status PushRange(uint64_t range_id, const std::string& label) override {
     if (pushed_ != 0) return absl::InternalError("fake: nested push");
@@ -38,7 +41,10 @@ class FakeGpu final : public ActivitySource {
       a.start_ns = k == 0 ? clock_ns_ : clock_ns_ + len - 10;
       a.end_ns = k == 0 ? clock_ns_ + len : clock_ns_ + len + 10;
       run.activities.push_back(a);
-      run.correlations.push_back({a.correlation_id, range_id});
+      if (std::find(other_thread_runs.begin(), other_thread_runs.end(), runs_) ==
+          other_thread_runs.end()) {
+        run.correlations.push_back({a.correlation_id, range_id});
+      }
     }
     clock_ns_ += 10 * len;
     const bool lost = std::find(lose_runs.begin(), lose_runs.end(), runs_) != lose_runs.end();
@@ -53,6 +59,10 @@ class FakeGpu final : public ActivitySource {
   absl::Status PopRange() override {
     pushed_ = 0;
     return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> IdleTimestampNs() override {
+    clock_ns_ += 3;  // the device is idle: nothing runs across this time
+    return clock_ns_;
   }
   absl::StatusOr<gpu::ActivityRecords> Collect() override {
     // Work outside any run: the harness's own setup (random gradients).
@@ -97,6 +107,18 @@ TEST(GpuRunTimerTest, MedianOfTimedRunsOfGpuBusyTime) {
   EXPECT_EQ(timer.totals().unattributed_activities, 1);
   EXPECT_DOUBLE_EQ(timer.totals().unattributed_busy_ms, 7e-6);
   EXPECT_EQ(timer.totals().dropped_records, 0u);
+}
+
+TEST(GpuRunTimerTest, WorkLaunchedByAnotherThreadCountsByItsWindow) {
+  FakeGpu gpu;
+  gpu.kernel_ns = {100, 200, 300};
+  gpu.other_thread_runs = {1, 2};  // as autograd's device thread would
+  GpuRunTimer timer(gpu);
+  ASSERT_TRUE(RunTimes(timer, "loss:bwd", 3).ok());
+  absl::StatusOr<double> ms = timer.TakeMedianMs(0);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_DOUBLE_EQ(*ms, 210e-6);  // of 110, 210, 310, not of 110, 0, 0
+  EXPECT_EQ(timer.totals().unattributed_activities, 1);  // the setup kernel only
 }
 
 TEST(GpuRunTimerTest, EachMeasurementSeesOnlyItsOwnRuns) {

@@ -10,6 +10,8 @@
 //   "<op id>:bwd" in the "sacplan" domain, for Nsight Systems); the kernels,
 //   memcpys and memsets launched inside it are attributed to it, and its
 //   time is the union of their intervals across streams (gpu_records.h);
+//   the device is idle at each run's start and end, so that work other
+//   threads launch for it (autograd's device thread) is attributed by time;
 // - bytes come from the CUDA caching allocator's statistics around each run
 //   (allocated bytes, rounded up to its 512-byte blocks);
 // - records CUPTI dropped are counted, runs they emptied are left out of the

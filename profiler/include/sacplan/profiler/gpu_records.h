@@ -14,6 +14,14 @@
 //   correlation kind on the stack, so nested ranges pushed on different
 //   kinds give several records for one call).
 // AttributeActivities joins the two, after the runs are done and flushed.
+//
+// External correlation ids are per host thread, so work that another thread
+// launches for the run (autograd runs a CUDA backward on its own device
+// thread) has none. For that, a range may also carry the window in which
+// the device ran only its work (the collector synchronizes the device at
+// both ends and reads CUPTI's clock, which activity timestamps share): an
+// activity without a known range that starts and ends inside a window
+// belongs to the innermost range with that window.
 #ifndef SACPLAN_PROFILER_GPU_RECORDS_H_
 #define SACPLAN_PROFILER_GPU_RECORDS_H_
 
@@ -59,6 +67,9 @@ struct Range {
   uint64_t id = 0;      // >= 1, in opening order
   uint64_t parent = 0;  // the range open around it when it opened; 0: none
   std::string label;    // its NVTX name, e.g. "self_attn.q:fwd"
+  // Device-exclusive window, CUPTI clock, ns; 0, 0 when there is none.
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
 };
 
 // The host's side: ranges in the order they were opened, with their nesting.
@@ -66,10 +77,11 @@ struct Range {
 class RangeLog {
  public:
   // Opens a range inside the innermost open one (if any); returns its id.
-  uint64_t Open(std::string label);
+  // `begin_ns`: start of its device-exclusive window (0: none).
+  uint64_t Open(std::string label, uint64_t begin_ns = 0);
   // Closes the innermost open range and returns its id; 0 when none is open
-  // (a caller's bug: Open and Close must pair).
-  uint64_t Close();
+  // (a caller's bug: Open and Close must pair). `end_ns`: end of its window.
+  uint64_t Close(uint64_t end_ns = 0);
   const std::vector<Range>& ranges() const { return ranges_; }
   int open_ranges() const { return static_cast<int>(open_.size()); }
 
@@ -103,7 +115,9 @@ struct Attribution {
 // Attributes every activity to one range: the one its launching call's
 // external correlation records name; when several name known ranges (nested
 // ranges on different kinds), the innermost, i.e. the deepest in the parent
-// chain. A range's busy_ns then includes its nested ranges' activities.
+// chain. An activity no record places goes to the innermost range whose
+// window holds it whole, if any. A range's busy_ns then includes its nested
+// ranges' activities.
 // `ranges` must have distinct ids and parents that are earlier ranges
 // (RangeLog guarantees both); a parent not in `ranges` counts as none.
 Attribution AttributeActivities(const std::vector<Range>& ranges,

@@ -54,6 +54,9 @@ class ActivitySource {
   // names the span `label` (an NVTX range).
   virtual absl::Status PushRange(uint64_t range_id, const std::string& label) = 0;
   virtual absl::Status PopRange() = 0;
+  // Waits until the device has finished all work launched so far, then
+  // reads the clock activity records are stamped with (CUPTI's), in ns.
+  virtual absl::StatusOr<uint64_t> IdleTimestampNs() = 0;
   // Waits until the device has finished the work launched so far, then
   // returns every record delivered since the previous call (and the records
   // dropped meanwhile).
@@ -71,7 +74,10 @@ struct GpuTimerTotals {
 
 // Times a run as the GPU busy time of the work launched inside it (the union
 // of its kernels', memcpys' and memsets' intervals across streams), not the
-// host's wall clock. `source` must outlive the timer.
+// host's wall clock. Each run is also a device-exclusive window (the device
+// is idle at Begin and at End), so that work other threads launch for it
+// (autograd's CUDA backward) is attributed too. `source` must outlive the
+// timer.
 class GpuRunTimer final : public RunTimer {
  public:
   explicit GpuRunTimer(ActivitySource& source) : source_(source) {}
