@@ -85,7 +85,8 @@ TEST(AttributeTest, MemcpyAndMemsetAreTheOpsWorkToo) {
   set.kind = ActivityKind::kMemset;
   records.activities = {copy, set, Kernel(60, 100, 7, 3)};
   records.correlations = {{1, op}, {2, op}, {3, op}};
-  const RangeTime& t = TimeOf(AttributeActivities(log.ranges(), records), op);
+  const Attribution a = AttributeActivities(log.ranges(), records);
+  const RangeTime& t = TimeOf(a, op);
   EXPECT_EQ(t.busy_ns, 90u);
   EXPECT_EQ(t.activities, 3);
 }
