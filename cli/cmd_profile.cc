@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,7 @@
 #include "sacplan/profiler/roofline.h"
 #ifdef SACPLAN_HAVE_CPU_PROFILER
 #include "sacplan/profiler/cpu_profiler.h"
+#include "sacplan/profiler/cuda_profiler.h"
 #endif
 
 namespace sacplan::cli {
@@ -36,9 +38,9 @@ struct ProfileFlags {
   std::string kernels = "aten";  // which block-op implementation to time
 };
 
-// Devices that would be measured on a GPU rather than modelled: later issues.
+// Devices measured on a GPU (CUPTI) rather than modelled.
 bool IsGpuMeasuredDevice(const std::string& device) {
-  return device == "cuda" || device == "cupti";
+  return device == "cuda" || device == "cupti" || device.rfind("cuda:", 0) == 0;
 }
 
 #ifdef SACPLAN_HAVE_CPU_PROFILER
@@ -82,6 +84,54 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
   for (const std::string& note : result->notes) {
     std::cout << "  note: " << note << "\n";
   }
+  std::cout << "wrote " << flags.output << "\n";
+  return absl::OkStatus();
+}
+
+// --device cuda[:N]: the CPU profiler's harness on a GPU, timed by CUPTI.
+absl::Status RunCudaProfile(const ProfileFlags& flags) {
+  CudaProfileOptions options;
+  if (flags.device.rfind("cuda:", 0) == 0 &&
+      !absl::SimpleAtoi(flags.device.substr(5), &options.device_index)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: '", flags.device, "' is not cuda:<index>"));
+  }
+  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
+  if (!config.ok()) return config.status();
+  options.repeats = flags.repeats;
+  options.warmup = flags.warmup;
+  if (ProgressVisible()) {
+    options.progress = [](int done, int total) {
+      DrawProgress("measuring on cuda", done, total);
+    };
+  }
+  absl::StatusOr<CudaProfileResult> result = MeasureCudaProfile(*config, options);
+  if (!result.ok()) return result.status();
+  const Profile& profile = result->profile;
+  if (absl::Status written = WriteFileAtomically(
+          flags.output, ProfileToJson(profile).dump(1) + "\n");
+      !written.ok()) {
+    return written;
+  }
+  double fwd_ms = 0, bwd_ms = 0;
+  for (const Op& op : profile.model.blocks.front().ops) {
+    fwd_ms += op.fwd_ms;
+    bwd_ms += op.bwd_ms;
+  }
+  const GpuTimerTotals& totals = result->totals;
+  std::cout << "profile: " << profile.model_name << ", " << profile.model.blocks.size()
+            << " blocks x " << profile.model.blocks.front().ops.size() << " ops, "
+            << config->tokens << " tokens x batch " << config->batch
+            << ", measured on " << result->device_name << " (GPU time from CUPTI; median of "
+            << flags.repeats << " after " << flags.warmup << " warmup)\n"
+            << "  one block: forward " << fwd_ms << " ms, backward " << bwd_ms
+            << " ms; head " << profile.model.fixed.head_fwd_ms << " + "
+            << profile.model.fixed.head_bwd_ms << " ms; optimizer "
+            << profile.model.fixed.optimizer_ms << " ms\n"
+            << "  CUPTI: " << totals.dropped_records << " records dropped, "
+            << totals.lost_samples << " runs lost, " << totals.unattributed_activities
+            << " kernels outside the measured runs\n";
+  for (const std::string& note : result->notes) std::cout << "  note: " << note << "\n";
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
@@ -156,10 +206,14 @@ absl::Status RunProfile(const ProfileFlags& flags) {
 #endif
   }
   if (IsGpuMeasuredDevice(flags.device)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--device ", flags.device,
-        ": measured GPU profiles need the CUDA executor (not built yet); use "
-        "--device cpu (measured) or a roofline preset: ", absl::StrJoin(DeviceNames(), ", ")));
+#ifdef SACPLAN_HAVE_CPU_PROFILER
+    return RunCudaProfile(flags);
+#else
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device: --device ", flags.device, " needs a sacplan built with "
+        "LibTorch (SACPLAN_WITH_TORCH=ON) and CUPTI; use a roofline preset: ",
+        absl::StrJoin(DeviceNames(), ", ")));
+#endif
   }
   absl::StatusOr<DevicePreset> device = DeviceByName(flags.device);
   if (!device.ok()) {
@@ -211,7 +265,10 @@ Command AddProfileCommand(CLI::App& app) {
       "this machine's CPU, reporting the median of --repeats runs after "
       "--warmup runs for each op's forward and backward, the scratch memory "
       "each op allocates (workspace), the head and loss, and the optimizer "
-      "step; slow for large models, so use a small --tokens.\n"
+      "step; slow for large models, so use a small --tokens. Measured on a "
+      "GPU (--device cuda): the same runs, timed as the GPU time of the "
+      "kernels each op launches (CUPTI), each op in an NVTX range named by "
+      "its op id for Nsight Systems.\n"
       "Example: sacplan profile --model wan2.1-1.3b --frames 77 --height 720 "
       "--width 1280 --device h100 -o profile.json\n"
       "Example: sacplan profile --model wan-tiny --device cpu -o profile.json");
@@ -219,13 +276,14 @@ Command AddProfileCommand(CLI::App& app) {
   command->add_option(
       "--device", flags->device,
       "Roofline preset (" + absl::StrJoin(DeviceNames(), ", ") +
-          "; default h100) or cpu to measure on this machine");
+          "; default h100), cpu to measure on this machine, or cuda[:N] to "
+          "measure on a GPU (GPU time from CUPTI)");
   command->add_option("--repeats", flags->repeats,
-                      "--device cpu: timed runs per measurement; the median "
-                      "is reported (default 5)")
+                      "--device cpu/cuda: timed runs per measurement; the "
+                      "median is reported (default 5)")
       ->check(CLI::PositiveNumber);
   command->add_option("--warmup", flags->warmup,
-                      "--device cpu: untimed runs before the timed ones "
+                      "--device cpu/cuda: untimed runs before the timed ones "
                       "(default 2)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--threads", flags->threads,

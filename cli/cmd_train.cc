@@ -11,6 +11,7 @@
 #include "sacplan/executor/executor.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/profiler/cuda_profiler.h"
 #include "training_common.h"
 
 namespace sacplan::cli {
@@ -25,6 +26,7 @@ struct TrainFlags {
   uint64_t seed = 0;
   int threads = 0;
   std::string kernels = "aten";
+  bool cupti = false;
 };
 
 absl::Status RunTrain(const TrainFlags& flags) {
@@ -36,6 +38,15 @@ absl::Status RunTrain(const TrainFlags& flags) {
                                                        flags.kernels);
   if (!setup.ok()) return setup.status();
   const TorchModel& model = *setup->model;
+  std::unique_ptr<CuptiSession> cupti;
+  if (flags.cupti) {
+    if (!model.device().is_cuda()) {
+      return absl::InvalidArgumentError("--cupti: needs --device cuda");
+    }
+    auto session = StartCuptiSession(model.device().has_index() ? model.device().index() : 0);
+    if (!session.ok()) return session.status();
+    cupti = *std::move(session);
+  }
   auto executor = PlanExecutor::FromPlan(model, *plan);
   if (!executor.ok()) {
     return absl::InvalidArgumentError(
@@ -96,6 +107,10 @@ Command AddTrainCommand(CLI::App& app) {
   command->add_option("--seed", flags->seed, "Parameters and batches (default 0)");
   AddThreadsOption(*command, flags->threads);
   AddKernelsOption(*command, flags->kernels);
+  command->add_flag("--cupti", flags->cupti,
+                    "--device cuda: collect CUPTI activity records while "
+                    "training, as profile --device cuda does, to measure what "
+                    "collection costs a step");
   command->add_option("--log", flags->log_path,
                       "Write a run log (JSON: predicted, measured, losses, "
                       "steps) for `sacplan report --run`");

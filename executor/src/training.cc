@@ -80,7 +80,9 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     Synchronize(model);
     const auto end = std::chrono::steady_clock::now();
     record.step_ms = std::chrono::duration<double, std::milli>(end - start).count();
-    record.peak_bytes = meter.Read().peak_allocated_bytes - batch_bytes;
+    const MemoryStats memory = meter.Read();
+    record.peak_bytes = memory.peak_allocated_bytes - batch_bytes;
+    record.peak_reserved_bytes = memory.peak_reserved_bytes;
     record.recomputed_ops = executor.last_recomputed_ops();
     result.steps.push_back(record);
     if (options.on_step) options.on_step(record);
@@ -91,6 +93,7 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     if (r.step == 0 && result.steps.size() > 1) continue;
     times.push_back(r.step_ms);
     result.peak_bytes = std::max(result.peak_bytes, r.peak_bytes);
+    result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, r.peak_reserved_bytes);
   }
   result.median_step_ms = Median(times);
   return result;

@@ -193,6 +193,10 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
   if (const json* config = json_reader::Find(*model, "config")) {
     p.model_config = *config;
   }
+  if (const json* measurement = json_reader::Find(doc, "measurement")) {
+    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*measurement, "measurement"));
+    p.measurement = *measurement;
+  }
   const json* fixed = json_reader::Find(doc, "fixed");
   if (fixed == nullptr) return json_reader::Error("fixed", "missing");
   SACPLAN_RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
@@ -236,7 +240,7 @@ json ProfileToJson(const Profile& p) {
                       {"ops", ops}});
   }
   const FixedMemory& f = p.model.fixed;
-  return {{"schema", kProfileSchema},
+  json doc = {{"schema", kProfileSchema},
           {"source", p.source},
           {"kernels", p.kernels},
           {"device", {{"name", p.device}, {"memory_bytes", p.device_memory_bytes}}},
@@ -253,6 +257,8 @@ json ProfileToJson(const Profile& p) {
             {"head_bwd_ms", f.head_bwd_ms},
             {"optimizer_ms", f.optimizer_ms}}},
           {"blocks", blocks}};
+  if (!p.measurement.empty()) doc["measurement"] = p.measurement;
+  return doc;
 }
 
 }  // namespace sacplan

@@ -48,7 +48,7 @@ std::string Differs(const std::string& what, int64_t measured, int64_t graph) {
 
 // Embed + Loss, forward and backward: head times and head_bytes.
 void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter,
-                 const CpuProfileOptions& options, FixedMemory& fixed,
+                 RunTimer& timer, const CpuProfileOptions& options, FixedMemory& fixed,
                  std::vector<std::string>& notes) {
   const Model& graph = model.graph();
   const std::vector<at::Tensor> params = model.Parameters();
@@ -57,7 +57,7 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   // Embeddings forward, as in training (recording autograd).
   BlockStackInputs in;
   const RunStats embed_fwd = MeasureRuns(
-      meter, options, [&] { in = BlockStackInputs(); },
+      meter, timer, options, "embed:fwd", [&] { in = BlockStackInputs(); },
       [&] { in = model.Embed(batch); });
   // Embeddings backward from random gradients of what they hand the blocks.
   at::manual_seed(options.seed + 2);
@@ -74,7 +74,7 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
     }
   };
   const RunStats embed_bwd = MeasureRuns(
-      meter, options,
+      meter, timer, options, "embed:bwd",
       [&] {
         DropGrads(params);
         in = model.Embed(batch);
@@ -113,10 +113,10 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
 
   at::Tensor loss;
   const RunStats loss_fwd = MeasureRuns(
-      meter, options, [&] { loss = at::Tensor(); },
+      meter, timer, options, "loss:fwd", [&] { loss = at::Tensor(); },
       [&] { loss = model.Loss(last_out, leaves, batch); });
   const RunStats loss_bwd = MeasureRuns(
-      meter, options,
+      meter, timer, options, "loss:bwd",
       [&] {
         DropGrads(params);
         DropGrads(head_inputs);
@@ -177,7 +177,8 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(
 }
 
 void MeasureOptimizer(const TorchModel& model, const ModelConfig& config,
-                      MemoryMeter& meter, const CpuProfileOptions& options,
+                      MemoryMeter& meter, RunTimer& timer,
+                      const CpuProfileOptions& options,
                       FixedMemory& fixed, std::vector<std::string>& notes) {
   std::vector<at::Tensor> params = model.Parameters();
   int64_t param_bytes = 0;
@@ -205,8 +206,8 @@ void MeasureOptimizer(const TorchModel& model, const ModelConfig& config,
     notes.push_back(Differs(absl::StrCat(config.optimizer, " optimizer state"),
                             state_bytes, fixed.optimizer_state_bytes));
   }
-  const RunStats step =
-      MeasureRuns(meter, options, [] {}, [&] { optimizer->step(); });
+  const RunStats step = MeasureRuns(meter, timer, options, "optimizer:step",
+                                    [] {}, [&] { optimizer->step(); });
   fixed.optimizer_ms = step.median_ms;
   fixed.optimizer_step_bytes =
       std::max<int64_t>(0, step.peak_extra_bytes - std::max<int64_t>(0, step.retained_bytes));
@@ -217,12 +218,12 @@ void MeasureOptimizer(const TorchModel& model, const ModelConfig& config,
 }  // namespace
 
 absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch,
-                                     MemoryMeter& meter,
+                                     MemoryMeter& meter, RunTimer& timer,
                                      const CpuProfileOptions& options,
                                      Progress& progress, FixedMemory& fixed,
                                      std::vector<std::string>& notes) {
   try {
-    MeasureHead(model, batch, meter, options, fixed, notes);
+    MeasureHead(model, batch, meter, timer, options, fixed, notes);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     return absl::InternalError(absl::StrCat(
@@ -230,7 +231,7 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
   }
   progress.Step();
   try {
-    MeasureOptimizer(model, model.config(), meter, options, fixed, notes);
+    MeasureOptimizer(model, model.config(), meter, timer, options, fixed, notes);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     return absl::InternalError(absl::StrCat(

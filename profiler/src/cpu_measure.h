@@ -1,5 +1,6 @@
-// Internal to the CPU profiler: timing and metering of repeated runs, and
-// the parts of the profile measured outside the blocks.
+// Internal to the measured profilers (CPU and CUDA share this harness):
+// timing and metering of repeated runs, the block ops, and the parts of the
+// profile measured outside the blocks.
 #ifndef SACPLAN_PROFILER_SRC_CPU_MEASURE_H_
 #define SACPLAN_PROFILER_SRC_CPU_MEASURE_H_
 
@@ -13,6 +14,7 @@
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/graph.h"
 #include "sacplan/profiler/cpu_profiler.h"
+#include "sacplan/profiler/run_timer.h"
 
 namespace sacplan::cpu_profiler_internal {
 
@@ -25,9 +27,12 @@ struct RunStats {
 };
 
 // warmup + repeats times: `prepare` (not timed, not metered), then `run`
-// (timed and metered). `prepare` should drop what the previous run made, so
-// that a run's peak does not include its predecessor's results.
-RunStats MeasureRuns(MemoryMeter& meter, const CpuProfileOptions& options,
+// (timed by `timer` under `label`, and metered). `prepare` should drop what
+// the previous run made, so that a run's peak does not include its
+// predecessor's results. A timer error is thrown as std::runtime_error, as
+// LibTorch reports its own, so that callers turn both into one status.
+RunStats MeasureRuns(MemoryMeter& meter, RunTimer& timer,
+                     const CpuProfileOptions& options, const std::string& label,
                      const std::function<void()>& prepare,
                      const std::function<void()>& run);
 
@@ -53,18 +58,31 @@ class Progress {
 // Times every op of block 0 of model.graph() (forward, then backward in
 // reverse) and fills `measured` (a copy of that block) with times and
 // workspaces. Internal error naming the op when sizes differ from the graph.
+// Runs are labelled "<op id>:fwd" and "<op id>:bwd".
 absl::Status MeasureBlockOps(const TorchModel& model, const BlockStackInputs& in,
-                             MemoryMeter& meter, const CpuProfileOptions& options,
-                             Progress& progress, Block& measured);
+                             MemoryMeter& meter, RunTimer& timer,
+                             const CpuProfileOptions& options, Progress& progress,
+                             Block& measured);
 
 // Head (Embed + Loss, forward and backward) and optimizer step: fills the
 // times, head_bytes and optimizer_step_bytes of `fixed`, which holds the
-// graph builder's sizes; a measured size that differs adds a note.
+// graph builder's sizes; a measured size that differs adds a note. Runs are
+// labelled "embed:fwd", "embed:bwd", "loss:fwd", "loss:bwd", "optimizer:step".
 absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch,
-                                     MemoryMeter& meter,
+                                     MemoryMeter& meter, RunTimer& timer,
                                      const CpuProfileOptions& options,
                                      Progress& progress, FixedMemory& fixed,
                                      std::vector<std::string>& notes);
+
+// The whole harness on `device`: builds the model there, measures block 0's
+// ops (copied to every block), the head and the optimizer, and validates the
+// result. Fills everything but profile.source, device and
+// device_memory_bytes, which belong to the caller. Errors as
+// MeasureCpuProfile's.
+absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
+                                              const CpuProfileOptions& options,
+                                              at::Device device, MemoryMeter& meter,
+                                              RunTimer& timer);
 
 }  // namespace sacplan::cpu_profiler_internal
 

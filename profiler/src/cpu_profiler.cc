@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,39 +39,40 @@ std::string FirstLine(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+void ThrowIfError(const absl::Status& status) {
+  if (!status.ok()) throw std::runtime_error(std::string(status.message()));
+}
+
 }  // namespace
 
-RunStats MeasureRuns(MemoryMeter& meter, const CpuProfileOptions& options,
+RunStats MeasureRuns(MemoryMeter& meter, RunTimer& timer,
+                     const CpuProfileOptions& options, const std::string& label,
                      const std::function<void()>& prepare,
                      const std::function<void()>& run) {
   RunStats stats;
-  std::vector<double> times_ms;
   for (int i = 0; i < options.warmup + options.repeats; ++i) {
     prepare();
     meter.ResetPeak();
     const int64_t before = meter.Read().allocated_bytes;
-    const auto start = std::chrono::steady_clock::now();
+    ThrowIfError(timer.Begin(label));
     run();
-    const auto stop = std::chrono::steady_clock::now();
+    ThrowIfError(timer.End());
     const MemoryStats after = meter.Read();
     if (i < options.warmup) continue;
-    times_ms.push_back(
-        std::chrono::duration<double, std::milli>(stop - start).count());
     stats.peak_extra_bytes =
         std::max(stats.peak_extra_bytes, after.peak_allocated_bytes - before);
     stats.retained_bytes = after.allocated_bytes - before;
   }
-  std::sort(times_ms.begin(), times_ms.end());
-  const size_t n = times_ms.size();
-  stats.median_ms = n % 2 == 1 ? times_ms[n / 2]
-                               : (times_ms[n / 2 - 1] + times_ms[n / 2]) / 2;
-  stats.median_ms = std::max(stats.median_ms, kMinMs);
+  absl::StatusOr<double> median_ms = timer.TakeMedianMs(options.warmup);
+  ThrowIfError(median_ms.status());
+  stats.median_ms = std::max(*median_ms, kMinMs);
   return stats;
 }
 
 absl::Status MeasureBlockOps(const TorchModel& model, const BlockStackInputs& in,
-                             MemoryMeter& meter, const CpuProfileOptions& options,
-                             Progress& progress, Block& measured) {
+                             MemoryMeter& meter, RunTimer& timer,
+                             const CpuProfileOptions& options, Progress& progress,
+                             Block& measured) {
   const Block& block = model.graph().blocks.front();
   std::map<std::string, at::Tensor> tensors;
   size_t shared = 0;
@@ -98,7 +99,8 @@ absl::Status MeasureBlockOps(const TorchModel& model, const BlockStackInputs& in
     const TorchOp& torch_op = model.op(0, static_cast<int>(i));
     RunStats stats;
     try {
-      stats = MeasureRuns(meter, options, [&] { outs.clear(); },
+      stats = MeasureRuns(meter, timer, options, op.id + ":fwd",
+                          [&] { outs.clear(); },
                           [&] { outs = torch_op.Forward(args); });
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("op '", op.id, "' forward: ",
@@ -154,7 +156,8 @@ absl::Status MeasureBlockOps(const TorchModel& model, const BlockStackInputs& in
     const TorchOp& torch_op = model.op(0, static_cast<int>(j));
     RunStats stats;
     try {
-      stats = MeasureRuns(meter, options, [&] { grads = OpGrads(); },
+      stats = MeasureRuns(meter, timer, options, op.id + ":bwd",
+                          [&] { grads = OpGrads(); },
                           [&] { grads = torch_op.Backward(saved, grad_outputs); });
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("op '", op.id, "' backward: ",
@@ -178,6 +181,68 @@ absl::Status MeasureBlockOps(const TorchModel& model, const BlockStackInputs& in
     progress.Step();
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
+                                              const CpuProfileOptions& options,
+                                              at::Device device, MemoryMeter& meter,
+                                              RunTimer& timer) {
+  if (options.warmup < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup: must be >= 0, got ", options.warmup));
+  }
+  if (options.repeats < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--repeats: must be >= 1, got ", options.repeats));
+  }
+  at::manual_seed(options.seed);
+  absl::StatusOr<std::unique_ptr<TorchModel>> model =
+      CreateTorchModel(config, options.seed, device);
+  if (!model.ok()) return model.status();
+  const Model& graph = (*model)->graph();
+
+  CpuProfileResult result;
+  Progress progress(options, 2 * static_cast<int>(graph.blocks.front().ops.size()) + 2);
+  Batch batch;
+  BlockStackInputs in;
+  try {
+    batch = (*model)->MakeBatch(options.seed);
+    c10::NoGradGuard no_grad;
+    in = (*model)->Embed(batch);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(
+        "model '", config.name, "' embeddings: ", FirstLine(e.what())));
+  }
+  Block measured = graph.blocks.front();
+  if (absl::Status s =
+          MeasureBlockOps(**model, in, meter, timer, options, progress, measured);
+      !s.ok()) {
+    return s;
+  }
+  in = BlockStackInputs();
+
+  Profile& profile = result.profile;
+  profile.model_name = config.name;
+  profile.model_config = config.ToJson();
+  profile.model = graph;
+  // Every block shares block 0's structure: copy its measurements, so the
+  // planner also sees them as one structure.
+  for (Block& block : profile.model.blocks) {
+    const int index = block.index;
+    block = measured;
+    block.index = index;
+  }
+  if (absl::Status s = MeasureHeadAndOptimizer(**model, batch, meter, timer, options,
+                                               progress, profile.model.fixed,
+                                               result.notes);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateModel(profile.model); !s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("measured profile is invalid: ", s.message()));
+  }
+  return result;
 }
 
 }  // namespace cpu_profiler_internal
@@ -208,15 +273,6 @@ int64_t PhysicalMemoryBytes() {
 
 absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
     const ModelConfig& config, const CpuProfileOptions& options) {
-  using namespace cpu_profiler_internal;
-  if (options.warmup < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--warmup: must be >= 0, got ", options.warmup));
-  }
-  if (options.repeats < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--repeats: must be >= 1, got ", options.repeats));
-  }
   if (options.threads < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads: must be >= 0, got ", options.threads));
@@ -225,56 +281,14 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
   absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
       CreateMemoryMeter(at::Device(at::kCPU));
   if (!meter.ok()) return meter.status();
-  at::manual_seed(options.seed);
-  absl::StatusOr<std::unique_ptr<TorchModel>> model =
-      CreateTorchModel(config, options.seed, at::Device(at::kCPU));
-  if (!model.ok()) return model.status();
-  const Model& graph = (*model)->graph();
-
-  CpuProfileResult result;
-  result.threads = at::get_num_threads();
-  Progress progress(options, 2 * static_cast<int>(graph.blocks.front().ops.size()) + 2);
-  Batch batch;
-  BlockStackInputs in;
-  try {
-    batch = (*model)->MakeBatch(options.seed);
-    c10::NoGradGuard no_grad;
-    in = (*model)->Embed(batch);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(
-        "model '", config.name, "' embeddings: ", e.what()));
-  }
-  Block measured = graph.blocks.front();
-  if (absl::Status s = MeasureBlockOps(**model, in, **meter, options, progress, measured);
-      !s.ok()) {
-    return s;
-  }
-  in = BlockStackInputs();
-
-  Profile& profile = result.profile;
-  profile.source = "cpu";
-  profile.device = "cpu";
-  profile.device_memory_bytes = PhysicalMemoryBytes();
-  profile.model_name = config.name;
-  profile.model_config = config.ToJson();
-  profile.model = graph;
-  // Every block shares block 0's structure: copy its measurements, so the
-  // planner also sees them as one structure.
-  for (Block& block : profile.model.blocks) {
-    const int index = block.index;
-    block = measured;
-    block.index = index;
-  }
-  if (absl::Status s = MeasureHeadAndOptimizer(**model, batch, **meter, options,
-                                               progress, profile.model.fixed,
-                                               result.notes);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ValidateModel(profile.model); !s.ok()) {
-    return absl::InternalError(
-        absl::StrCat("measured profile is invalid: ", s.message()));
-  }
+  WallClockTimer timer;
+  absl::StatusOr<CpuProfileResult> result = cpu_profiler_internal::MeasureModel(
+      config, options, at::Device(at::kCPU), **meter, timer);
+  if (!result.ok()) return result.status();
+  result->threads = at::get_num_threads();
+  result->profile.source = "cpu";
+  result->profile.device = "cpu";
+  result->profile.device_memory_bytes = PhysicalMemoryBytes();
   return result;
 }
 

@@ -256,9 +256,21 @@ TEST_F(CliErrors, CalibrationNeedsARooflineTargetAndAUsableProfile) {
       "bytes_moved");
 }
 
-TEST_F(CliErrors, MeasuredDeviceNeedsTheExecutor) {
-  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", "cuda"},
-                           "executor");
+// Without a GPU (or in a build without LibTorch) `--device cuda` is one line
+// naming the missing device, whichever reason applies. On a machine with an
+// NVIDIA driver it would measure instead: the GPU check (scripts/gpu-check.sh)
+// covers that.
+TEST_F(CliErrors, CudaDeviceWithoutAGpu) {
+  if (fs::exists("/dev/nvidiactl")) GTEST_SKIP() << "this machine has an NVIDIA driver";
+  for (const char* device : {"cuda", "cuda:0", "cupti"}) {
+    ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", device},
+                             "no CUDA device");
+  }
+}
+
+TEST_F(CliErrors, CudaDeviceIndexNotANumber) {
+  ExpectRejectedWithOutput({"profile", "--model", "wan-tiny", "--device", "cuda:x"},
+                           "cuda:x");
 }
 
 // The roofline models ATen's ops and the CPU profiler measures them: fused

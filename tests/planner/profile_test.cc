@@ -94,5 +94,25 @@ TEST(ProfileTest, NonFiniteTimesAreRejectedEvenWhenNaN) {
   EXPECT_FALSE(ValidateModel(model).ok());
 }
 
+TEST(ProfileTest, MeasurementRoundTripsAndIsLeftOutWhenEmpty) {
+  Profile profile = ChainProfile();
+  EXPECT_FALSE(ProfileToJson(profile).contains("measurement"));
+  profile.measurement = {{"timer", "cupti"}, {"dropped_records", 12}};
+  const nlohmann::json doc = ProfileToJson(profile);
+  EXPECT_EQ(doc["measurement"]["dropped_records"], 12);
+  auto read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->measurement, profile.measurement);
+}
+
+TEST(ProfileTest, RejectsAMeasurementThatIsNotAnObject) {
+  nlohmann::json doc = ProfileToJson(ChainProfile());
+  doc["measurement"] = 3;
+  auto read = ProfileFromJson(doc);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("measurement"), std::string::npos)
+      << read.status().message();
+}
+
 }  // namespace
 }  // namespace sacplan

@@ -22,6 +22,10 @@ struct StepRecord {
   // Peak bytes allocated during the step, less the batch's own tensors (the
   // data loader's, which the simulator does not count).
   int64_t peak_bytes = 0;
+  // Peak bytes the allocator held during the step (CUDA: the caching
+  // allocator's reserved segments, cached blocks included; CPU: as
+  // allocated), batch included.
+  int64_t peak_reserved_bytes = 0;
   int recomputed_ops = 0;     // ops the executor re-ran in backward
 };
 
@@ -39,6 +43,7 @@ struct TrainResult {
   // warms caches); the first step's figures when only one step ran.
   double median_step_ms = 0;
   int64_t peak_bytes = 0;  // the largest step peak among those steps
+  int64_t peak_reserved_bytes = 0;  // the same for reserved bytes
 };
 
 // Trains `model` with `executor` for options.steps steps using the optimizer

@@ -25,6 +25,9 @@ struct Profile {
   int64_t device_memory_bytes = 0;  // 0 when unknown
   std::string model_name;  // e.g. "wan2.1-1.3b"; plans name it too
   nlohmann::json model_config = nlohmann::json::object();  // echoed, not read
+  // How a measured profile was measured (e.g. CUPTI's dropped records);
+  // echoed, not read; written only when not empty.
+  nlohmann::json measurement = nlohmann::json::object();
   Model model;
 };
 

@@ -1,0 +1,122 @@
+// The measured CUDA profiler: the shared harness (cpu_measure.h) on a GPU,
+// timed by CUPTI and metered by the CUDA caching allocator.
+#include "sacplan/profiler/cuda_profiler.h"
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cpu_measure.h"
+#include "cupti_collector.h"
+#include "gpu_call.h"
+#include "sacplan/executor/memory_meter.h"
+
+namespace sacplan {
+namespace {
+
+struct GpuInfo {
+  std::string name;
+  int64_t memory_bytes = 0;
+};
+
+absl::StatusOr<GpuInfo> OpenGpu(int index) {
+  int count = 0;
+  SACPLAN_GPU_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  if (count == 0) {
+    return absl::FailedPreconditionError(
+        "no CUDA device: cudaGetDeviceCount found none");
+  }
+  if (index >= count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device cuda:", index, ": this machine has ", count, " GPU(s)"));
+  }
+  cudaDeviceProp properties{};
+  SACPLAN_GPU_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, index));
+  SACPLAN_GPU_RETURN_IF_ERROR(cudaSetDevice(index));
+  return GpuInfo{properties.name, static_cast<int64_t>(properties.totalGlobalMem)};
+}
+
+nlohmann::json MeasurementJson(const CudaProfileOptions& options,
+                               const GpuTimerTotals& totals) {
+  return {{"timer", "cupti"},
+          {"warmup", options.warmup},
+          {"repeats", options.repeats},
+          {"dropped_records", totals.dropped_records},
+          {"lost_runs", totals.lost_samples},
+          {"unattributed_activities", totals.unattributed_activities},
+          {"unattributed_busy_ms", totals.unattributed_busy_ms},
+          {"incomplete_records", totals.incomplete_activities}};
+}
+
+class CollectorSession final : public CuptiSession {
+ public:
+  explicit CollectorSession(std::unique_ptr<gpu_internal::CuptiCollector> collector)
+      : collector_(std::move(collector)) {}
+
+ private:
+  std::unique_ptr<gpu_internal::CuptiCollector> collector_;
+};
+
+}  // namespace
+
+bool CudaProfilerBuilt() { return true; }
+
+absl::StatusOr<std::unique_ptr<CuptiSession>> StartCuptiSession(int device_index) {
+  if (device_index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device cuda:", device_index, ": must be >= 0"));
+  }
+  absl::StatusOr<GpuInfo> gpu = OpenGpu(device_index);
+  if (!gpu.ok()) return gpu.status();
+  absl::StatusOr<std::unique_ptr<gpu_internal::CuptiCollector>> collector =
+      gpu_internal::CuptiCollector::Start();
+  if (!collector.ok()) return collector.status();
+  return std::unique_ptr<CuptiSession>(new CollectorSession(*std::move(collector)));
+}
+
+absl::StatusOr<CudaProfileResult> MeasureCudaProfile(
+    const ModelConfig& config, const CudaProfileOptions& options) {
+  if (options.device_index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device cuda:", options.device_index, ": must be >= 0"));
+  }
+  absl::StatusOr<GpuInfo> gpu = OpenGpu(options.device_index);
+  if (!gpu.ok()) return gpu.status();
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(options.device_index));
+  absl::StatusOr<std::unique_ptr<MemoryMeter>> meter = CreateMemoryMeter(device);
+  if (!meter.ok()) return meter.status();
+  absl::StatusOr<std::unique_ptr<gpu_internal::CuptiCollector>> collector =
+      gpu_internal::CuptiCollector::Start();
+  if (!collector.ok()) return collector.status();
+  GpuRunTimer timer(**collector);
+
+  CpuProfileOptions harness;
+  harness.warmup = options.warmup;
+  harness.repeats = options.repeats;
+  harness.seed = options.seed;
+  harness.progress = options.progress;
+  absl::StatusOr<CpuProfileResult> measured =
+      cpu_profiler_internal::MeasureModel(config, harness, device, **meter, timer);
+  if (!measured.ok()) return measured.status();
+
+  CudaProfileResult result;
+  result.profile = std::move(measured->profile);
+  result.notes = std::move(measured->notes);
+  result.device_name = gpu->name;
+  result.totals = timer.totals();
+  result.profile.source = "cupti";
+  result.profile.device = gpu->name;
+  result.profile.device_memory_bytes = gpu->memory_bytes;
+  result.profile.measurement = MeasurementJson(options, result.totals);
+  if (result.totals.dropped_records > 0) {
+    result.notes.push_back(absl::StrCat(
+        "CUPTI dropped ", result.totals.dropped_records, " records; ",
+        result.totals.lost_samples,
+        " timed runs lost all their kernels to it and were left out of the medians"));
+  }
+  return result;
+}
+
+}  // namespace sacplan

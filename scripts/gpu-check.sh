@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Everything sacplan can only check on a GPU, in one command, with a JSON
+# summary (docs/gpu.md says how to read it):
+#  1. builds with CUDA (preset "default", CUPTI profiler on) and checks that
+#     the CUDA profiler was built;
+#  2. profiles wan2.1-1.3b with --device cuda at a reduced size and at the
+#     full 72,000 tokens (77 frames at 720x1280);
+#  3. plans none, full and attn_only from the full profile and trains a few
+#     steps under each; then plans the optimal plan at attn_only's measured
+#     peak and trains under it; predicted beside measured for allocated
+#     peak, reserved peak and step time;
+#  4. the kernels' parity with ATen (ctest -L gpu) and speed-up
+#     (bench_kernels), or "not built" when this build has none;
+#  5. the CUPTI overhead on step time: attn_only trained again while CUPTI
+#     collects (train --cupti).
+# Without a GPU it says so in one line on stderr and exits 2, before
+# building or writing anything.
+#
+# Every step's exit status is checked; a failed step is recorded (its log
+# is kept) and the steps that need its output are skipped, the others still
+# run. The summary is rewritten after every step, so a run that dies midway
+# leaves the results so far. Exit status: 0 when every step passed, 1
+# otherwise, 2 without a GPU.
+#
+# Settings (environment):
+#   SACPLAN_GPU_CHECK_DIR     outputs and logs (default out/gpu-check)
+#   SACPLAN_GPU_CHECK_TOKENS  tokens of the reduced profile (default 9000)
+#   SACPLAN_GPU_CHECK_STEPS   training steps per plan (default 5)
+#   SACPLAN_GPU_CHECK_JOBS    build jobs (default: all cores)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+no_gpu() {
+  echo "gpu-check: no GPU: $*" >&2
+  exit 2
+}
+command -v nvidia-smi >/dev/null 2>&1 ||
+  no_gpu "nvidia-smi not found (no NVIDIA driver on this machine)"
+gpu_list=$(nvidia-smi -L 2>/dev/null) ||
+  no_gpu "nvidia-smi failed (the NVIDIA driver does not answer)"
+grep -q '^GPU ' <<<"$gpu_list" || no_gpu "nvidia-smi lists no GPU"
+python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+  >/dev/null 2>&1 ||
+  no_gpu "python3 torch.cuda.is_available() is false (LibTorch cannot use the GPU)"
+
+out="${SACPLAN_GPU_CHECK_DIR:-out/gpu-check}"
+tokens="${SACPLAN_GPU_CHECK_TOKENS:-9000}"
+steps="${SACPLAN_GPU_CHECK_STEPS:-5}"
+jobs="${SACPLAN_GPU_CHECK_JOBS:-$(nproc)}"
+build=build
+sacplan="$build/cli/sacplan"
+mkdir -p "$out/logs"
+: >"$out/steps.tsv"
+summary() { python3 scripts/gpu_check_summary.py "$out" "$tokens"; }
+
+# run NAME COMMAND...: runs the step, logs its output, records its status.
+run() {
+  local name=$1
+  shift
+  local log="$out/logs/$name.log" start=$SECONDS status
+  echo "gpu-check: $name ..."
+  "$@" >"$log" 2>&1
+  status=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$((SECONDS - start))" "$log" >>"$out/steps.tsv"
+  if [ "$status" -ne 0 ]; then
+    echo "gpu-check: $name failed (exit $status): $(tail -n 1 "$log")"
+  fi
+  summary
+  return "$status"
+}
+skip() {
+  printf '%s\tskipped\t0\t%s\n' "$1" "$2" >>"$out/steps.tsv"
+  echo "gpu-check: $1 skipped: $2"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+  >"$out/device.txt" 2>&1
+
+# 1. Build with CUDA.
+built=0
+if run configure cmake --preset default -DSACPLAN_WITH_CUPTI=ON; then
+  if grep -q "CUDA profiler (CUPTI) built" "$out/logs/configure.log"; then
+    run build cmake --build --preset default -j "$jobs" && built=1
+  else
+    echo "configure: the CUDA profiler was not built (see the log)" >>"$out/logs/configure.log"
+    printf 'cuda_profiler\t1\t0\t%s\n' "$out/logs/configure.log" >>"$out/steps.tsv"
+  fi
+fi
+
+wan=(--model wan2.1-1.3b)
+full=(--frames 77 --height 720 --width 1280)
+if [ "$built" -eq 1 ]; then
+  # 2. Profiles on the GPU.
+  run profile_reduced "$sacplan" profile "${wan[@]}" --tokens "$tokens" \
+    --device cuda -o "$out/profile_reduced.json"
+  profiled=0
+  run profile_full "$sacplan" profile "${wan[@]}" "${full[@]}" --device cuda \
+    -o "$out/profile_full.json" && profiled=1
+
+  # 3. Train under the presets, then the optimal plan at attn_only's peak.
+  if [ "$profiled" -eq 1 ]; then
+    for preset in none full attn_only; do
+      run "plan_$preset" "$sacplan" plan --profile "$out/profile_full.json" \
+        --preset "$preset" -o "$out/plan_$preset.json" &&
+        run "train_$preset" "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
+          --plan "$out/plan_$preset.json" --steps "$steps" --log "$out/run_$preset.json"
+    done
+    if [ -f "$out/run_attn_only.json" ]; then
+      budget=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["measured"]["peak_bytes"])' \
+        "$out/run_attn_only.json")
+      run plan_optimal "$sacplan" plan --profile "$out/profile_full.json" \
+        --budget "$budget" -o "$out/plan_optimal.json" &&
+        run train_optimal "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
+          --plan "$out/plan_optimal.json" --steps "$steps" --log "$out/run_optimal.json"
+      # 5. The same attn_only run while CUPTI collects.
+      run train_attn_only_cupti "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
+        --cupti --plan "$out/plan_attn_only.json" --steps "$steps" \
+        --log "$out/run_attn_only_cupti.json"
+    else
+      skip plan_optimal "attn_only did not train"
+      skip train_attn_only_cupti "attn_only did not train"
+    fi
+  else
+    skip training "no full-size profile"
+  fi
+
+  # 4. The tests that need a GPU (ctest label gpu: the kernels' parity with
+  # ATen, the CUDA profiler's own) and the kernels' benchmark.
+  run gpu_tests ctest --test-dir "$build" -L gpu --output-on-failure \
+    --output-junit "$PWD/$out/gpu_tests.xml"
+  if [ -x "$build/bench/bench_kernels" ]; then
+    run kernel_bench "$build/bench/bench_kernels" --benchmark_format=json \
+      --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json
+  else
+    skip kernel_bench "not built"
+  fi
+else
+  skip everything_else "the build failed"
+fi
+
+# Prints predicted beside measured; exits 1 if a step failed.
+python3 scripts/gpu_check_summary.py "$out" "$tokens" --print

@@ -1,0 +1,190 @@
+// Run timers. GpuRunTimer is driven by a fake ActivitySource that plays the
+// GPU: each pushed run "launches" kernels of scripted lengths, reported with
+// correlation records as CUPTI would, optionally losing a run's records.
+#include "sacplan/profiler/run_timer.h"
+
+#include <algorithm>
+#include <deque>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace sacplan {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeGpu final : public ActivitySource {
+ public:
+  // Each run launches two kernels on two streams that overlap by 10 ns:
+  // [t, t + len) on stream 1 and [t + len - 10, t + len + 10) on stream 2,
+  // so the run is busy len + 10 ns.
+  std::deque<uint64_t> kernel_ns;
+  // Runs (0-based, in push order) whose records the next Collect loses;
+  // each lost run adds 4 dropped records (2 kernels, 2 correlations).
+  std::vector<int> lose_runs;
+  // Runs whose kernels another thread launched: no correlation records.
+  std::vector<int> other_thread_runs;
+
+  absl::Status PushRange(uint64_t range_id, const std::string& label) override {
+    if (pushed_ != 0) return absl::InternalError("fake: nested push");
+    pushed_ = range_id;
+    labels.push_back(label);
+    const uint64_t len = kernel_ns.empty() ? 100 : kernel_ns.front();
+    if (!kernel_ns.empty()) kernel_ns.pop_front();
+    gpu::ActivityRecords run;
+    for (int k = 0; k < 2; ++k) {
+      gpu::DeviceActivity a;
+      a.correlation_id = next_call_++;
+      a.stream_id = static_cast<uint32_t>(k + 1);
+      a.start_ns = k == 0 ? clock_ns_ : clock_ns_ + len - 10;
+      a.end_ns = k == 0 ? clock_ns_ + len : clock_ns_ + len + 10;
+      run.activities.push_back(a);
+      if (std::find(other_thread_runs.begin(), other_thread_runs.end(), runs_) ==
+          other_thread_runs.end()) {
+        run.correlations.push_back({a.correlation_id, range_id});
+      }
+    }
+    clock_ns_ += 10 * len;
+    const bool lost = std::find(lose_runs.begin(), lose_runs.end(), runs_) != lose_runs.end();
+    if (lost) {
+      pending_.dropped_records += 4;
+    } else {
+      pending_.Append(std::move(run));
+    }
+    ++runs_;
+    return absl::OkStatus();
+  }
+  absl::Status PopRange() override {
+    pushed_ = 0;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> IdleTimestampNs() override {
+    clock_ns_ += 3;  // the device is idle: nothing runs across this time
+    return clock_ns_;
+  }
+  absl::StatusOr<gpu::ActivityRecords> Collect() override {
+    // Work outside any run: the harness's own setup (random gradients).
+    gpu::DeviceActivity setup;
+    setup.correlation_id = next_call_++;
+    setup.start_ns = clock_ns_;
+    setup.end_ns = clock_ns_ + 7;
+    clock_ns_ += 100;
+    pending_.activities.push_back(setup);
+    gpu::ActivityRecords out = std::move(pending_);
+    pending_ = gpu::ActivityRecords();
+    return out;
+  }
+  std::vector<std::string> labels;
+
+ private:
+  uint64_t pushed_ = 0;
+  uint32_t next_call_ = 1;
+  uint64_t clock_ns_ = 1000;
+  int runs_ = 0;
+  gpu::ActivityRecords pending_;
+};
+
+absl::Status RunTimes(RunTimer& timer, const std::string& label, int runs) {
+  for (int i = 0; i < runs; ++i) {
+    if (absl::Status s = timer.Begin(label); !s.ok()) return s;
+    if (absl::Status s = timer.End(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+TEST(GpuRunTimerTest, MedianOfTimedRunsOfGpuBusyTime) {
+  FakeGpu gpu;
+  gpu.kernel_ns = {5000, 90, 100, 300, 110};  // a slow first (warmup) run
+  GpuRunTimer timer(gpu);
+  ASSERT_TRUE(RunTimes(timer, "q:fwd", 5).ok());
+  absl::StatusOr<double> ms = timer.TakeMedianMs(1);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  // Busy len + 10 per run: 100, 110, 310, 120 -> median (110 + 120) / 2.
+  EXPECT_DOUBLE_EQ(*ms, 115e-6);
+  EXPECT_EQ(gpu.labels.front(), "q:fwd");
+  EXPECT_EQ(timer.totals().unattributed_activities, 1);
+  EXPECT_DOUBLE_EQ(timer.totals().unattributed_busy_ms, 7e-6);
+  EXPECT_EQ(timer.totals().dropped_records, 0u);
+}
+
+TEST(GpuRunTimerTest, WorkLaunchedByAnotherThreadCountsByItsWindow) {
+  FakeGpu gpu;
+  gpu.kernel_ns = {100, 200, 300};
+  gpu.other_thread_runs = {1, 2};  // as autograd's device thread would
+  GpuRunTimer timer(gpu);
+  ASSERT_TRUE(RunTimes(timer, "loss:bwd", 3).ok());
+  absl::StatusOr<double> ms = timer.TakeMedianMs(0);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_DOUBLE_EQ(*ms, 210e-6);  // of 110, 210, 310, not of 110, 0, 0
+  EXPECT_EQ(timer.totals().unattributed_activities, 1);  // the setup kernel only
+}
+
+TEST(GpuRunTimerTest, EachMeasurementSeesOnlyItsOwnRuns) {
+  FakeGpu gpu;
+  gpu.kernel_ns = {100, 100, 100, 400, 400, 400};
+  GpuRunTimer timer(gpu);
+  ASSERT_TRUE(RunTimes(timer, "q:fwd", 3).ok());
+  absl::StatusOr<double> first = timer.TakeMedianMs(0);
+  ASSERT_TRUE(RunTimes(timer, "q:bwd", 3).ok());
+  absl::StatusOr<double> second = timer.TakeMedianMs(0);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_DOUBLE_EQ(*first, 110e-6);
+  EXPECT_DOUBLE_EQ(*second, 410e-6);
+  EXPECT_EQ(timer.totals().unattributed_activities, 2);
+}
+
+TEST(GpuRunTimerTest, RunsLostToDroppedRecordsAreLeftOutAndCounted) {
+  FakeGpu gpu;
+  gpu.kernel_ns = {100, 200, 300, 400};
+  gpu.lose_runs = {1};  // the 210 ns run
+  GpuRunTimer timer(gpu);
+  ASSERT_TRUE(RunTimes(timer, "q:fwd", 4).ok());
+  absl::StatusOr<double> ms = timer.TakeMedianMs(0);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_DOUBLE_EQ(*ms, 310e-6);  // of 110, 310, 410 (not 0)
+  EXPECT_EQ(timer.totals().lost_samples, 1);
+  EXPECT_EQ(timer.totals().dropped_records, 4u);
+}
+
+TEST(GpuRunTimerTest, EveryTimedRunLostIsDataLoss) {
+  FakeGpu gpu;
+  gpu.lose_runs = {1, 2};
+  GpuRunTimer timer(gpu);
+  ASSERT_TRUE(RunTimes(timer, "ffn:bwd", 3).ok());
+  absl::StatusOr<double> ms = timer.TakeMedianMs(1);
+  EXPECT_EQ(ms.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(ms.status().message(), HasSubstr("ffn:bwd"));
+}
+
+TEST(GpuRunTimerTest, MisuseIsAnError) {
+  FakeGpu gpu;
+  GpuRunTimer timer(gpu);
+  EXPECT_EQ(timer.End().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(timer.Begin("q:fwd").ok());
+  EXPECT_EQ(timer.TakeMedianMs(0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(timer.End().ok());
+  EXPECT_EQ(timer.TakeMedianMs(1).status().code(),
+            absl::StatusCode::kInvalidArgument);  // one run, one skipped
+}
+
+TEST(WallClockTimerTest, MedianOfTimedRuns) {
+  WallClockTimer timer;
+  // A long first run, skipped as warmup, then three short ones.
+  ASSERT_TRUE(timer.Begin("x").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(timer.End().ok());
+  ASSERT_TRUE(RunTimes(timer, "x", 3).ok());
+  absl::StatusOr<double> ms = timer.TakeMedianMs(1);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_GE(*ms, 0);
+  EXPECT_LT(*ms, 50);
+  EXPECT_EQ(timer.TakeMedianMs(0).status().code(), absl::StatusCode::kInvalidArgument)
+      << "taken runs are gone";
+  EXPECT_EQ(timer.End().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace sacplan
