@@ -49,7 +49,7 @@ TEST(ValidateTest, NamesTheBlockOpAndFieldAtFault) {
   ExpectInvalid([](Model& m) { m.blocks[0].ops[2].backward_needs = {"fc.out"}; },
                 "blocks[0].ops[2].backward_needs", "neither its input nor its output");
   ExpectInvalid([](Model& m) { m.blocks[0].ops[1].bwd_ms = -1; }, "blocks[0].ops[1]",
-                "times, flops and bytes must be >= 0");
+                "times, flops and bytes must be finite and >= 0");
   ExpectInvalid([](Model& m) { m.blocks[0].ops[0].param_bytes = -8; }, "blocks[0].ops[0]",
                 "workspace and param bytes must be >= 0");
   ExpectInvalid([](Model& m) { m.blocks[0].ops.clear(); }, "blocks[0].ops",
@@ -99,7 +99,7 @@ TEST(ValidateTest, FixedMemoryMustNotBeNegative) {
   ExpectInvalid([](Model& m) { m.fixed.embedding_saved_bytes = -1; }, "fixed",
                 "byte counts must be >= 0");
   ExpectInvalid([](Model& m) { m.fixed.optimizer_ms = -0.5; }, "fixed",
-                "times must be >= 0");
+                "times must be finite and >= 0");
 }
 
 TEST(SameStructureTest, IgnoresTheIndexButNotCostsOrTensors) {
