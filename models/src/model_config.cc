@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -187,7 +188,7 @@ absl::Status ApplyOverrides(const nlohmann::json& overrides,
       !overrides.contains("kv_heads")) {
     c.kv_heads = c.heads;
   }
-  if (absl::Status s = ValidateModelConfig(c); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelConfig(c));
   config = std::move(c);
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/atomic_file.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::reports {
 namespace {
@@ -39,18 +40,14 @@ absl::StatusOr<RunLog> RunLogFromJson(const nlohmann::json& doc,
   RunLog log;
   log.path = path;
   log.label = path;
-  absl::StatusOr<double> value = PositiveNumber(doc, "predicted", "peak_bytes", path);
-  if (!value.ok()) return value.status();
-  log.predicted_peak_bytes = static_cast<int64_t>(*value);
-  value = PositiveNumber(doc, "predicted", "step_ms", path);
-  if (!value.ok()) return value.status();
-  log.predicted_step_ms = *value;
-  value = PositiveNumber(doc, "measured", "peak_bytes", path);
-  if (!value.ok()) return value.status();
-  log.measured_peak_bytes = static_cast<int64_t>(*value);
-  value = PositiveNumber(doc, "measured", "step_ms", path);
-  if (!value.ok()) return value.status();
-  log.measured_step_ms = *value;
+  ASSIGN_OR_RETURN(const double predicted_peak_bytes,
+                   PositiveNumber(doc, "predicted", "peak_bytes", path));
+  log.predicted_peak_bytes = static_cast<int64_t>(predicted_peak_bytes);
+  ASSIGN_OR_RETURN(log.predicted_step_ms, PositiveNumber(doc, "predicted", "step_ms", path));
+  ASSIGN_OR_RETURN(const double measured_peak_bytes,
+                   PositiveNumber(doc, "measured", "peak_bytes", path));
+  log.measured_peak_bytes = static_cast<int64_t>(measured_peak_bytes);
+  ASSIGN_OR_RETURN(log.measured_step_ms, PositiveNumber(doc, "measured", "step_ms", path));
   if (!doc.contains("losses")) return FieldError(path, "losses", "missing");
   if (!doc["losses"].is_array()) return FieldError(path, "losses", "must be an array");
   for (const nlohmann::json& loss : doc["losses"]) {
@@ -71,9 +68,8 @@ absl::StatusOr<RunLog> RunLogFromJson(const nlohmann::json& doc,
 }
 
 absl::StatusOr<RunLog> ReadRunLog(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   }
