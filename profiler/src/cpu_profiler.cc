@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "cpu_measure.h"
 #include "sacplan/models/torch_model.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace cpu_profiler_internal {
@@ -222,14 +223,12 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
         absl::StrCat("--threads: must be >= 0, got ", options.threads));
   }
   ThreadsGuard threads(options.threads);
-  absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
-      CreateMemoryMeter(at::Device(at::kCPU));
-  if (!meter.ok()) return meter.status();
+  ASSIGN_OR_RETURN(const std::unique_ptr<MemoryMeter> meter,
+                   CreateMemoryMeter(at::Device(at::kCPU)));
   at::manual_seed(options.seed);
-  absl::StatusOr<std::unique_ptr<TorchModel>> model =
-      CreateTorchModel(config, options.seed, at::Device(at::kCPU));
-  if (!model.ok()) return model.status();
-  const Model& graph = (*model)->graph();
+  ASSIGN_OR_RETURN(const std::unique_ptr<TorchModel> model,
+                   CreateTorchModel(config, options.seed, at::Device(at::kCPU)));
+  const Model& graph = model->graph();
 
   CpuProfileResult result;
   result.threads = at::get_num_threads();
@@ -237,18 +236,15 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
   Batch batch;
   BlockStackInputs in;
   try {
-    batch = (*model)->MakeBatch(options.seed);
+    batch = model->MakeBatch(options.seed);
     c10::NoGradGuard no_grad;
-    in = (*model)->Embed(batch);
+    in = model->Embed(batch);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(
         "model '", config.name, "' embeddings: ", e.what()));
   }
   Block measured = graph.blocks.front();
-  if (absl::Status s = MeasureBlockOps(**model, in, **meter, options, progress, measured);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(MeasureBlockOps(*model, in, *meter, options, progress, measured));
   in = BlockStackInputs();
 
   Profile& profile = result.profile;
@@ -265,12 +261,8 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
     block = measured;
     block.index = index;
   }
-  if (absl::Status s = MeasureHeadAndOptimizer(**model, batch, **meter, options,
-                                               progress, profile.model.fixed,
-                                               result.notes);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(MeasureHeadAndOptimizer(*model, batch, *meter, options, progress,
+                                          profile.model.fixed, result.notes));
   if (absl::Status s = ValidateModel(profile.model); !s.ok()) {
     return absl::InternalError(
         absl::StrCat("measured profile is invalid: ", s.message()));

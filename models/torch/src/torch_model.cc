@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/models/graph_builder.h"
+#include "sacplan/status_macros.h"
 #include "torch_ops.h"
 
 namespace sacplan {
@@ -22,7 +23,7 @@ absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype) {
 
 absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
     const ModelConfig& config, uint64_t seed, at::Device device) {
-  if (absl::Status s = ValidateModelConfig(config); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelConfig(config));
   if (device.is_cuda() && !at::hasCUDA()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "device ", device.str(), " requested but LibTorch sees no CUDA GPU"));
@@ -31,12 +32,11 @@ absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
     return absl::InvalidArgumentError(
         absl::StrCat("device ", device.str(), ": only cpu and cuda are supported"));
   }
-  absl::StatusOr<Model> graph = BuildModelGraph(config);
-  if (!graph.ok()) return graph.status();
+  ASSIGN_OR_RETURN(Model graph, BuildModelGraph(config));
   if (config.family == "wan") {
-    return torch_internal::MakeWanModel(config, *std::move(graph), seed, device);
+    return torch_internal::MakeWanModel(config, std::move(graph), seed, device);
   }
-  return torch_internal::MakeLlamaModel(config, *std::move(graph), seed, device);
+  return torch_internal::MakeLlamaModel(config, std::move(graph), seed, device);
 }
 
 at::Tensor AutogradLoss(const TorchModel& model, const Batch& batch,
