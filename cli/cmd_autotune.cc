@@ -1,9 +1,10 @@
-// sacplan autotune: profile, plan, run, compare, correct, re-plan, until the
-// measured peak fits the budget.
-#include <algorithm>
+// sacplan autotune: measure a CPU profile, then Autotune()
+// (sacplan/executor/autotune.h) plans, runs, corrects and re-plans until the
+// measured peak fits the budget; this file parses flags and prints rounds.
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,11 +12,12 @@
 #include "common.h"
 #include "model_options.h"
 #include "progress.h"
-#include "sacplan/executor/executor.h"
+#include "sacplan/executor/autotune.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/simulator.h"
 #include "sacplan/profiler/cpu_profiler.h"
+#include "sacplan/status_macros.h"
 #include "training_common.h"
 
 namespace sacplan::cli {
@@ -34,33 +36,19 @@ struct AutotuneFlags {
   int threads = 0;
 };
 
-void ScaleTimes(double scale, Model& model) {
-  for (Block& block : model.blocks) {
-    for (Op& op : block.ops) {
-      op.fwd_ms *= scale;
-      op.bwd_ms *= scale;
-    }
-  }
-  model.fixed.head_fwd_ms *= scale;
-  model.fixed.head_bwd_ms *= scale;
-  model.fixed.optimizer_ms *= scale;
-}
-
 absl::Status RunAutotune(const AutotuneFlags& flags) {
-  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
-  if (!config.ok()) return config.status();
-  absl::StatusOr<int64_t> budget = ParseBudgetFlag(flags.budget);
-  if (!budget.ok()) return budget.status();
-  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
-  if (!semantics.ok()) return semantics.status();
+  ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
+  AutotuneOptions options;
+  ASSIGN_OR_RETURN(options.budget_bytes, ParseBudgetFlag(flags.budget));
+  ASSIGN_OR_RETURN(options.semantics, ParseSemanticsFlag(flags.semantics));
   if (flags.device != "cpu") {
     return absl::UnimplementedError(absl::StrCat(
         "--device ", flags.device,
         ": autotune measures profiles on the CPU only for now; use "
         "`sacplan train --device cuda` to run a plan on a GPU"));
   }
-  absl::StatusOr<TrainingSetup> setup = StartTraining(*config, flags.device, flags.seed, flags.threads);
-  if (!setup.ok()) return setup.status();
+  ASSIGN_OR_RETURN(TrainingSetup setup,
+                   StartTraining(config, flags.device, flags.seed, flags.threads));
 
   CpuProfileOptions profile_options;
   profile_options.seed = flags.seed;
@@ -70,77 +58,41 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
       DrawProgress("profiling on cpu", done, total);
     };
   }
-  absl::StatusOr<CpuProfileResult> measured = MeasureCpuProfile(*config, profile_options);
-  if (!measured.ok()) return measured.status();
-  Model model = measured->profile.model;
+  ASSIGN_OR_RETURN(CpuProfileResult measured, MeasureCpuProfile(config, profile_options));
 
-  // Bytes the measured steps held beyond the predictions (allocator
-  // overhead, scratch the profile missed), summed over the rounds so far.
-  int64_t extra_bytes = 0;
-  for (int round = 1; round <= flags.rounds; ++round) {
-    auto analyzed = AnalyzeModel(model);
-    if (!analyzed.ok()) return analyzed.status();
-    SolverOptions solver_options;
-    solver_options.semantics = *semantics;
-    auto solver = Solver::Create(*analyzed, solver_options);
-    if (!solver.ok()) return solver.status();
-    const int64_t planning_budget = *budget - extra_bytes;
-    auto solved = solver->Solve(planning_budget);
-    if (!solved.ok()) {
-      const int64_t least = solver->MinPeakBytes() + extra_bytes;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--budget ", FormatBytes(*budget), " cannot be met by ", config->name,
-          round == 1 ? "" : " after correcting the profile with measurements",
-          ": the smallest feasible budget is ", BytesForHumans(least)));
-    }
-    Plan plan;
-    plan.model_name = config->name;
-    plan.model_config = config->ToJson();
-    plan.method = "optimal";
-    plan.budget_bytes = *budget;
-    plan.semantics = *semantics;
-    plan.blocks = BlockPlansFromMasks(*analyzed, solved->masks);
-    SetPrediction(solved->result, plan);
-
-    auto executor = PlanExecutor::Create(*setup->model, solved->masks, *semantics);
-    if (!executor.ok()) return executor.status();
-    auto run = TrainWithProgress(*setup->model, **executor, *setup->meter, flags.steps,
-                                 flags.seed, absl::StrCat("round ", round));
-    if (!run.ok()) return run.status();
-    const bool fits = run->peak_bytes <= *budget;
-    std::cout << "round " << round << ": plan for " << FormatBytes(planning_budget)
-              << ", " << (*executor)->planned_recomputed_ops()
-              << " ops recomputed; " << PredictionVsMeasurement(plan.predicted, *run)
-              << (fits ? " -- fits" : " -- over budget") << "\n";
-    if (fits) {
-      if (!flags.output.empty()) {
-        const nlohmann::json doc = PlanToJson(plan, *analyzed);
-        if (auto s = WriteFileAtomically(flags.output, doc.dump(1) + "\n"); !s.ok()) {
-          return s;
-        }
-        std::cout << "wrote " << flags.output << "\n";
-      }
-      if (!flags.log_path.empty()) {
-        const nlohmann::json log =
-            RunLogJson(*setup->model, flags.device, plan, *run,
-                       (*executor)->planned_recomputed_ops());
-        if (auto s = WriteFileAtomically(flags.log_path, log.dump(1) + "\n"); !s.ok()) {
-          return s;
-        }
-        std::cout << "wrote " << flags.log_path << "\n";
-      }
-      return absl::OkStatus();
-    }
-    // Plan the next round for a budget smaller by what the measurement
-    // exceeded the prediction, and time it at the measured speed.
-    extra_bytes += std::max<int64_t>(run->peak_bytes - plan.predicted.peak_bytes, 1);
-    if (plan.predicted.step_ms > 0 && run->median_step_ms > 0) {
-      ScaleTimes(run->median_step_ms / plan.predicted.step_ms, model);
-    }
+  options.rounds = flags.rounds;
+  options.steps = flags.steps;
+  options.seed = flags.seed;
+  options.on_step = [&flags](int round, const StepRecord& r) {
+    DrawProgress(absl::StrCat("round ", round), r.step + 1, flags.steps,
+                 absl::StrFormat("loss %.4f  %.1f ms  peak %s", r.loss, r.step_ms,
+                                 FormatBytes(r.peak_bytes)));
+  };
+  options.on_round = [](const AutotuneRound& round) {
+    std::cout << "round " << round.round << ": plan for "
+              << FormatBytes(round.planning_budget_bytes) << ", "
+              << round.planned_recomputed_ops << " ops recomputed; "
+              << PredictionVsMeasurement(round.plan.predicted, round.run)
+              << (round.fits ? " -- fits" : " -- over budget") << "\n";
+  };
+  ASSIGN_OR_RETURN(const AutotuneResult result,
+                   Autotune(*setup.model, *setup.meter,
+                            std::move(measured.profile.model), options));
+  const AutotuneRound& final_round = result.final_round();
+  if (!flags.output.empty()) {
+    ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(setup.model->graph()));
+    const nlohmann::json doc = PlanToJson(final_round.plan, analyzed);
+    RETURN_IF_ERROR(WriteFileAtomically(flags.output, doc.dump(1) + "\n"));
+    std::cout << "wrote " << flags.output << "\n";
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "no plan fit ", FormatBytes(*budget), " as measured after ", flags.rounds,
-      " rounds (try --rounds or a larger --budget)"));
+  if (!flags.log_path.empty()) {
+    const nlohmann::json log =
+        RunLogJson(*setup.model, flags.device, final_round.plan, final_round.run,
+                   final_round.planned_recomputed_ops);
+    RETURN_IF_ERROR(WriteFileAtomically(flags.log_path, log.dump(1) + "\n"));
+    std::cout << "wrote " << flags.log_path << "\n";
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

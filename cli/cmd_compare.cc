@@ -14,6 +14,7 @@
 #include "common.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
@@ -68,49 +69,42 @@ std::string FormatRow(const Row& row, const PeakUnit& unit, double full_step_ms,
 }
 
 absl::Status RunCompare(const CompareFlags& flags) {
-  absl::StatusOr<int64_t> budget_bytes = ParseBudgetFlag(flags.budget);
-  if (!budget_bytes.ok()) return budget_bytes.status();
-  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
-  if (!semantics.ok()) return semantics.status();
-  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
-      LoadProfile(flags.profile);
-  if (!loaded.ok()) return loaded.status();
-  const AnalyzedModel& model = (*loaded)->analyzed;
+  ASSIGN_OR_RETURN(const int64_t budget_bytes, ParseBudgetFlag(flags.budget));
+  ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
+  const AnalyzedModel& model = loaded->analyzed;
 
   std::vector<Row> rows;
   double full_step_ms = 0;
   for (const std::string& name : ComparedPresetNames()) {
-    absl::StatusOr<StepResult> result =
-        SimulatePreset(model, name, *semantics, nullptr);
-    if (!result.ok()) return result.status();
-    if (name == "full") full_step_ms = result->step_ms;
-    rows.push_back({name, *std::move(result), ""});
+    ASSIGN_OR_RETURN(StepResult result, SimulatePreset(model, name, semantics, nullptr));
+    if (name == "full") full_step_ms = result.step_ms;
+    rows.push_back({name, std::move(result), ""});
   }
-  absl::StatusOr<Solver> solver =
-      Solver::Create(model, SolverOptions{.semantics = *semantics});
-  if (!solver.ok()) return solver.status();
-  absl::StatusOr<SolvedPlan> solved = solver->Solve(*budget_bytes);
+  ASSIGN_OR_RETURN(const Solver solver,
+                   Solver::Create(model, SolverOptions{.semantics = semantics}));
+  absl::StatusOr<SolvedPlan> solved = solver.Solve(budget_bytes);
   if (solved.ok()) {
     rows.push_back({"optimal", std::move(solved->result), ""});
   } else if (absl::IsFailedPrecondition(solved.status())) {
     rows.push_back({"optimal", std::nullopt,
                     absl::StrCat("infeasible: no plan fits; the smallest "
                                  "feasible peak is ",
-                                 BytesForHumans(solver->MinPeakBytes()))});
+                                 BytesForHumans(solver.MinPeakBytes()))});
   } else {
     return solved.status();
   }
 
-  std::cout << "compare: " << (*loaded)->profile->model_name << " on "
-            << (*loaded)->profile->device << ", budget "
-            << BytesForHumans(*budget_bytes) << ", "
-            << SemanticsName(*semantics) << " semantics\n";
+  std::cout << "compare: " << loaded->profile->model_name << " on "
+            << loaded->profile->device << ", budget "
+            << BytesForHumans(budget_bytes) << ", "
+            << SemanticsName(semantics) << " semantics\n";
   const PeakUnit unit = ChoosePeakUnit(rows);
   std::cout << absl::StrFormat("%-13s %10s %11s %14s %12s %5s\n", "plan",
                                absl::StrCat("peak (", unit.name, ")"), "step (ms)",
                                "recompute (ms)", "vs full", "fits");
   for (const Row& row : rows) {
-    std::cout << FormatRow(row, unit, full_step_ms, *budget_bytes);
+    std::cout << FormatRow(row, unit, full_step_ms, budget_bytes);
   }
   return absl::OkStatus();
 }

@@ -6,15 +6,15 @@
 #include "absl/strings/str_format.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 
 absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(
     const std::string& path) {
   auto loaded = std::make_unique<LoadedProfile>();
-  absl::StatusOr<Profile> profile = ReadProfileFile(path);
-  if (!profile.ok()) return profile.status();
-  loaded->profile = std::make_unique<Profile>(*std::move(profile));
+  ASSIGN_OR_RETURN(Profile profile, ReadProfileFile(path));
+  loaded->profile = std::make_unique<Profile>(std::move(profile));
   absl::StatusOr<AnalyzedModel> analyzed =
       AnalyzeModel(loaded->profile->model);
   if (!analyzed.ok()) {

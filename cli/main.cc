@@ -3,6 +3,10 @@
 //
 // Exit status: 0 success (and --help), 2 any error. Every error is one line
 // on stderr, "sacplan: error: <message>", and no output file is written.
+//
+// Compiled twice (cli/CMakeLists.txt): as `sacplan`, which hands commands
+// that need LibTorch to `sacplan-torch` before parsing anything, and with
+// SACPLAN_TORCH_EXECUTABLE as `sacplan-torch`, which runs them.
 #include <exception>
 #include <iostream>
 #include <string>
@@ -11,6 +15,9 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#ifndef SACPLAN_TORCH_EXECUTABLE
+#include "torch_forwarding.h"
+#endif
 
 namespace {
 
@@ -31,6 +38,12 @@ int Fail(const std::string& message) {
 }
 
 int Run(int argc, char** argv) {
+#ifndef SACPLAN_TORCH_EXECUTABLE
+  if (sacplan::cli::NeedsTorchExecutable(std::vector<std::string>(argv + 1, argv + argc))) {
+    // Returns only when sacplan-torch cannot be run.
+    return Fail(std::string(sacplan::cli::ExecTorchExecutable(argv).message()));
+  }
+#endif
   CLI::App app(
       "sacplan decides which activations a DiT or LLM training step keeps "
       "and which it recomputes, so that the step is as fast as it can be "

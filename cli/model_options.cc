@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
@@ -92,8 +93,7 @@ absl::StatusOr<ModelConfig> ResolveModelConfig(const ModelOptions& options) {
           "' (built-in models: ", absl::StrJoin(ModelNames(), ", "), ")"));
     }
   } else if (!options.config_file.empty()) {
-    config = ReadModelConfigFile(options.config_file);
-    if (!config.ok()) return config.status();
+    ASSIGN_OR_RETURN(config, ReadModelConfigFile(options.config_file));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--model NAME or --model-config FILE is required (built-in models: ",

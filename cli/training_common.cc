@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "progress.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 
@@ -37,9 +38,7 @@ absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                         absl::StrCat("--device ", device, ": ", meter.status().message()));
   }
   setup.meter = *std::move(meter);
-  auto model = CreateTorchModel(config, seed, parsed, {*impl});
-  if (!model.ok()) return model.status();
-  setup.model = *std::move(model);
+  ASSIGN_OR_RETURN(setup.model, CreateTorchModel(config, seed, parsed, {*impl}));
   return setup;
 }
 

@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 
-cmake --preset default
+# Warnings are errors in CI (SACPLAN_WERROR), in both builds.
+cmake --preset default -DSACPLAN_WERROR=ON
 cmake --build --preset default -j 2
 ctest --preset default
 
@@ -24,7 +25,7 @@ OMP_NUM_THREADS=1 SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/
 # leaks are fatal here too.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-cmake --preset asan
+cmake --preset asan -DSACPLAN_WERROR=ON
 cmake --build --preset asan -j 2
 ctest --preset asan
 

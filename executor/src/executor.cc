@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "block_stack.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
@@ -47,31 +48,28 @@ PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics) {
-  auto analyzed = AnalyzeModel(model.graph());
-  if (!analyzed.ok()) return analyzed.status();
-  if (masks.size() != analyzed->blocks.size()) {
+  ASSIGN_OR_RETURN(AnalyzedModel analyzed, AnalyzeModel(model.graph()));
+  if (masks.size() != analyzed.blocks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "plan has ", masks.size(), " blocks, the model has ", analyzed->blocks.size()));
+        "plan has ", masks.size(), " blocks, the model has ", analyzed.blocks.size()));
   }
   for (size_t b = 0; b < masks.size(); ++b) {
-    if (masks[b].size() != analyzed->blocks[b].ops.size()) {
+    if (masks[b].size() != analyzed.blocks[b].ops.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("plan block ", b, " decides ", masks[b].size(),
-                       " ops, the model's block has ", analyzed->blocks[b].ops.size()));
+                       " ops, the model's block has ", analyzed.blocks[b].ops.size()));
     }
   }
   return std::unique_ptr<PlanExecutor>(
-      new PlanExecutor(model, std::move(masks), semantics, *std::move(analyzed)));
+      new PlanExecutor(model, std::move(masks), semantics, std::move(analyzed)));
 }
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(
     const TorchModel& model, const Plan& plan) {
-  if (auto status = CheckPlanModel(model, plan); !status.ok()) return status;
-  auto analyzed = AnalyzeModel(model.graph());
-  if (!analyzed.ok()) return analyzed.status();
-  auto masks = MasksFromPlan(*analyzed, plan);
-  if (!masks.ok()) return masks.status();
-  return Create(model, *std::move(masks), plan.semantics);
+  RETURN_IF_ERROR(CheckPlanModel(model, plan));
+  ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(model.graph()));
+  ASSIGN_OR_RETURN(std::vector<SaveMask> masks, MasksFromPlan(analyzed, plan));
+  return Create(model, std::move(masks), plan.semantics);
 }
 
 at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) {

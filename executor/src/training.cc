@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -57,8 +58,8 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     return absl::InvalidArgumentError(
         absl::StrCat("steps must be > 0, got ", options.steps));
   }
-  auto optimizer = MakeOptimizer(model, options.learning_rate);
-  if (!optimizer.ok()) return optimizer.status();
+  ASSIGN_OR_RETURN(const std::unique_ptr<torch::optim::Optimizer> optimizer,
+                   MakeOptimizer(model, options.learning_rate));
   const std::vector<at::Tensor> params = model.Parameters();
 
   TrainResult result;
@@ -76,7 +77,7 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
       loss.backward();
       record.loss = loss.item<double>();
     }
-    if (*optimizer) (*optimizer)->step();
+    if (optimizer) optimizer->step();
     Synchronize(model);
     const auto end = std::chrono::steady_clock::now();
     record.step_ms = std::chrono::duration<double, std::milli>(end - start).count();

@@ -3,11 +3,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "op_builder.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
 absl::StatusOr<Model> BuildModelGraph(const ModelConfig& config) {
-  if (absl::Status s = ValidateModelConfig(config); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelConfig(config));
   const bool wan = config.family == "wan";
   Model model;
   model.blocks.reserve(config.layers);

@@ -9,6 +9,7 @@
 #include "sacplan/planner/checked_math.h"
 #include "sacplan/planner/graph.h"
 #include "sacplan/planner/json_reader.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -250,7 +251,7 @@ absl::Status ApplyOverrides(const nlohmann::json& overrides,
       !overrides.contains("kv_heads")) {
     c.kv_heads = c.heads;
   }
-  if (absl::Status s = ValidateModelConfig(c); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelConfig(c));
   config = std::move(c);
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "cpu_measure.h"
 #include "sacplan/models/torch_model.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace cpu_profiler_internal {

@@ -3,6 +3,9 @@
 #include "sacplan/profiler/roofline.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -75,17 +78,16 @@ void ApplyRooflineNonBlock(const DevicePreset& device, const NonBlockCost& cost,
 
 absl::StatusOr<Profile> RooflineProfile(const ModelConfig& config,
                                         const DevicePreset& device) {
-  absl::StatusOr<Model> model = BuildModelGraph(config);
-  if (!model.ok()) return model.status();
-  ApplyRoofline(device, *model);
-  ApplyRooflineNonBlock(device, NonBlockCostOf(config), model->fixed);
+  ASSIGN_OR_RETURN(Model model, BuildModelGraph(config));
+  ApplyRoofline(device, model);
+  ApplyRooflineNonBlock(device, NonBlockCostOf(config), model.fixed);
   Profile profile;
   profile.source = "roofline";
   profile.device = device.name;
   profile.device_memory_bytes = device.memory_bytes;
   profile.model_name = config.name;
   profile.model_config = config.ToJson();
-  profile.model = *std::move(model);
+  profile.model = std::move(model);
   return profile;
 }
 

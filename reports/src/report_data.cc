@@ -6,6 +6,7 @@
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/reports/report.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::reports {
 namespace {
@@ -71,24 +72,22 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
         "nothing to report: give --budget to solve for, or --plan");
   }
 
-  absl::StatusOr<Solver> solver =
-      Solver::Create(model, SolverOptions{.semantics = data.semantics});
-  if (!solver.ok()) return solver.status();
+  ASSIGN_OR_RETURN(const Solver solver,
+                   Solver::Create(model, SolverOptions{.semantics = data.semantics}));
 
   for (const PlanFile& file : plans) {
-    absl::StatusOr<ReportPlan> plan = PlanFromFile(profile, model, file);
-    if (!plan.ok()) return plan.status();
-    data.plans.push_back(*std::move(plan));
+    ASSIGN_OR_RETURN(ReportPlan plan, PlanFromFile(profile, model, file));
+    data.plans.push_back(std::move(plan));
   }
   if (plans.empty()) {
-    absl::StatusOr<SolvedPlan> solved = solver->Solve(data.budget_bytes);
+    absl::StatusOr<SolvedPlan> solved = solver.Solve(data.budget_bytes);
     if (!solved.ok()) {
       if (absl::IsFailedPrecondition(solved.status())) {
         return absl::FailedPreconditionError(absl::StrCat(
             "budget ", FormatBytes(data.budget_bytes),
             " is infeasible: no plan fits; the smallest feasible peak is ",
-            FormatBytes(solver->MinPeakBytes()), " (",
-            solver->MinPeakBytes(), " bytes)"));
+            FormatBytes(solver.MinPeakBytes()), " (",
+            solver.MinPeakBytes(), " bytes)"));
       }
       return solved.status();
     }
@@ -97,28 +96,23 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
     plan.origin = "solved for the budget";
     plan.semantics = data.semantics;
     plan.masks = std::move(solved->masks);
-    if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
-      return simulated;
-    }
+    RETURN_IF_ERROR(SimulateForReport(model, plan));
     data.plans.push_back(std::move(plan));
   }
 
   for (const std::string& name : ComparedPresetNames()) {
-    absl::StatusOr<std::vector<SaveMask>> masks = PresetMasks(model, name);
-    if (!masks.ok()) return masks.status();
+    ASSIGN_OR_RETURN(std::vector<SaveMask> masks, PresetMasks(model, name));
     ReportPlan plan;
     plan.name = name;
     plan.origin = "preset";
     plan.preset = true;
     plan.semantics = data.semantics;
-    plan.masks = *std::move(masks);
-    if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
-      return simulated;
-    }
+    plan.masks = std::move(masks);
+    RETURN_IF_ERROR(SimulateForReport(model, plan));
     data.plans.push_back(std::move(plan));
   }
 
-  for (const SolvedPlan& point : solver->Frontier(options.frontier_points)) {
+  for (const SolvedPlan& point : solver.Frontier(options.frontier_points)) {
     data.frontier.push_back({point.result.peak_bytes, point.result.step_ms});
   }
   return data;

@@ -16,10 +16,15 @@ namespace sacplan::testing {
 
 CliResult RunSacplan(const std::vector<std::string>& args,
                      const std::filesystem::path& dir) {
+  return RunBinary(SACPLAN_BINARY, args, dir);
+}
+
+CliResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
+                    const std::filesystem::path& dir) {
   const std::string out_path = (dir / ".stdout").string();
   const std::string err_path = (dir / ".stderr").string();
 
-  std::vector<std::string> argv_text = {SACPLAN_BINARY};
+  std::vector<std::string> argv_text = {binary};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& arg : argv_text) argv.push_back(arg.data());
@@ -39,7 +44,7 @@ CliResult RunSacplan(const std::vector<std::string>& args,
   int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
-    ADD_FAILURE() << "cannot spawn " << SACPLAN_BINARY << ": rc " << rc;
+    ADD_FAILURE() << "cannot spawn " << binary << ": rc " << rc;
     return result;
   }
   int status = 0;

@@ -21,6 +21,9 @@ struct CliResult {
 // captured streams while it runs. Paths in `args` should be absolute.
 CliResult RunSacplan(const std::vector<std::string>& args,
                      const std::filesystem::path& dir);
+// The same for another executable, e.g. a copy of sacplan elsewhere.
+CliResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
+                    const std::filesystem::path& dir);
 
 // A fresh, empty directory for one test, under gtest's TempDir().
 std::filesystem::path FreshDir(const std::string& name);

@@ -103,7 +103,9 @@ TEST(ParetoCandidatesTest, KeepsExactlyTheUndominatedCosts) {
       EXPECT_EQ(kept[i].cost.kept_bytes,
                 EvaluateBlock(block, kept[i].mask, semantics).kept_bytes);
       for (size_t j = 0; j < kept.size(); ++j) {
-        if (i != j) EXPECT_FALSE(Dominates(kept[j].cost, kept[i].cost)) << i << " " << j;
+        if (i != j) {
+          EXPECT_FALSE(Dominates(kept[j].cost, kept[i].cost)) << i << " " << j;
+        }
       }
     }
     for (const SaveMask& mask : all) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/models/graph_builder.h"
+#include "sacplan/status_macros.h"
 #include "torch_ops.h"
 
 namespace sacplan {
@@ -34,7 +35,7 @@ absl::StatusOr<KernelImpl> ParseKernelImpl(const std::string& name) {
 absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
     const ModelConfig& config, uint64_t seed, at::Device device,
     const TorchModelOptions& options) {
-  if (absl::Status s = ValidateModelConfig(config); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateModelConfig(config));
   if (options.kernels == KernelImpl::kFused) {
     if (!FusedKernelsBuilt()) {
       return absl::FailedPreconditionError(
@@ -55,13 +56,12 @@ absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
     return absl::InvalidArgumentError(
         absl::StrCat("device ", device.str(), ": only cpu and cuda are supported"));
   }
-  absl::StatusOr<Model> graph = BuildModelGraph(config);
-  if (!graph.ok()) return graph.status();
+  ASSIGN_OR_RETURN(Model graph, BuildModelGraph(config));
   if (config.family == "wan") {
-    return torch_internal::MakeWanModel(config, *std::move(graph), seed, device,
+    return torch_internal::MakeWanModel(config, std::move(graph), seed, device,
                                         options.kernels);
   }
-  return torch_internal::MakeLlamaModel(config, *std::move(graph), seed, device,
+  return torch_internal::MakeLlamaModel(config, std::move(graph), seed, device,
                                         options.kernels);
 }
 

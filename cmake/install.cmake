@@ -1,0 +1,50 @@
+# Installs the libraries, their headers and a CMake package, so that a C++
+# trainer can find_package(sacplan) and link sacplan::planner and friends
+# (cmake/sacplanConfig.cmake.in lists the targets; README "Use sacplan from
+# your CMake project").
+include(CMakePackageConfigHelpers)
+
+set(SACPLAN_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/sacplan)
+
+install(TARGETS sacplan_planner sacplan_models sacplan_profiler sacplan_reports
+  EXPORT sacplanTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT sacplanTargets NAMESPACE sacplan::
+  DESTINATION ${SACPLAN_CMAKE_INSTALL_DIR})
+install(DIRECTORY
+  ${PROJECT_SOURCE_DIR}/planner/include/
+  ${PROJECT_SOURCE_DIR}/models/include/
+  ${PROJECT_SOURCE_DIR}/profiler/include/
+  ${PROJECT_SOURCE_DIR}/reports/include/
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# LibTorch parts: a second export set, loaded only for COMPONENTS executor,
+# so that torch-free users never need to find LibTorch.
+if(SACPLAN_WITH_TORCH)
+  install(TARGETS sacplan_torch_models sacplan_memory_meter sacplan_executor
+                  sacplan_cpu_profiler
+    EXPORT sacplanTorchTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT sacplanTorchTargets NAMESPACE sacplan::
+    DESTINATION ${SACPLAN_CMAKE_INSTALL_DIR})
+  install(DIRECTORY
+    ${PROJECT_SOURCE_DIR}/models/torch/include/
+    ${PROJECT_SOURCE_DIR}/executor/include/
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
+
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/sacplanConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/sacplanConfig.cmake
+  INSTALL_DESTINATION ${SACPLAN_CMAKE_INSTALL_DIR})
+write_basic_package_version_file(
+  ${CMAKE_CURRENT_BINARY_DIR}/sacplanConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${CMAKE_CURRENT_BINARY_DIR}/sacplanConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/sacplanConfigVersion.cmake
+  DESTINATION ${SACPLAN_CMAKE_INSTALL_DIR})

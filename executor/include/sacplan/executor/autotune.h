@@ -1,0 +1,69 @@
+// Autotune: plan for a budget from a profile, train a few steps under the
+// plan, and correct the profile where the measurement disagrees with the
+// prediction, until the *measured* peak fits. What `sacplan autotune` runs;
+// a C++ trainer can call it directly with its own model and meter.
+#ifndef SACPLAN_EXECUTOR_AUTOTUNE_H_
+#define SACPLAN_EXECUTOR_AUTOTUNE_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sacplan/executor/memory_meter.h"
+#include "sacplan/executor/training.h"
+#include "sacplan/models/torch_model.h"
+#include "sacplan/planner/graph.h"
+#include "sacplan/planner/plan.h"
+
+namespace sacplan {
+
+// What one round planned and measured.
+struct AutotuneRound {
+  int round = 0;                 // 1-based
+  int64_t planning_budget_bytes = 0;  // the budget less the bytes earlier
+                                      // rounds measured beyond prediction
+  Plan plan;                     // the plan this round ran (prediction set)
+  int planned_recomputed_ops = 0;     // ops the executor recomputes per step
+  TrainResult run;               // the measured steps
+  bool fits = false;             // run.peak_bytes <= the budget
+};
+
+struct AutotuneOptions {
+  int64_t budget_bytes = 0;      // > 0: the measured peak must not exceed it
+  Semantics semantics = Semantics::kSacplan;
+  int rounds = 4;                // > 0: most plan-run rounds
+  int steps = 3;                 // > 0: training steps per round (the first
+                                 // warms up; see TrainResult)
+  uint64_t seed = 0;             // batches, as TrainOptions::seed
+  // Called after every training step (round 1-based; the record's step is
+  // 0-based within the round); may be empty.
+  std::function<void(int round, const StepRecord& record)> on_step;
+  // Called once a round has been measured; may be empty.
+  std::function<void(const AutotuneRound& round)> on_round;
+};
+
+struct AutotuneResult {
+  std::vector<AutotuneRound> rounds;  // every round run; the last one fits
+  // The round whose measured peak fit: the last one.
+  const AutotuneRound& final_round() const { return rounds.back(); }
+};
+
+// Plans `profiled` (the op graph of `model` with measured or modelled times:
+// usually MeasureCpuProfile(...).profile.model) for options.budget_bytes,
+// trains `model` under each plan with `meter` (which must meter the model's
+// device and be installed before the model allocated), and re-plans for a
+// budget smaller by what the measured peak exceeded the prediction, with op
+// times scaled by measured/predicted step time, until the measured peak fits.
+// `model` is trained in place (its parameters change).
+// Errors: InvalidArgument for options out of range or a profile whose graph
+// does not match the model; FailedPrecondition when the budget cannot be met
+// (the message names the smallest feasible budget) or when no plan fit after
+// options.rounds rounds; errors from Train (Internal when LibTorch throws).
+absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
+                                        MemoryMeter& meter, Model profiled,
+                                        const AutotuneOptions& options);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_EXECUTOR_AUTOTUNE_H_

@@ -1,0 +1,145 @@
+#include "sacplan/executor/autotune.h"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/solver.h"
+#include "sacplan/status_macros.h"
+
+namespace sacplan {
+namespace {
+
+absl::Status CheckOptions(const AutotuneOptions& options) {
+  if (options.budget_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("autotune: budget_bytes must be > 0, got ", options.budget_bytes));
+  }
+  if (options.rounds <= 0 || options.steps <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("autotune: rounds and steps must be > 0, got ", options.rounds,
+                     " and ", options.steps));
+  }
+  return absl::OkStatus();
+}
+
+// The plan's save masks index the profile's ops, and the executor runs the
+// model's: they must be the same ops in the same order.
+absl::Status CheckProfileMatchesModel(const Model& profiled, const Model& model) {
+  if (profiled.blocks.size() != model.blocks.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("autotune: the profile has ", profiled.blocks.size(),
+                     " blocks, the model ", model.blocks.size()));
+  }
+  for (size_t b = 0; b < model.blocks.size(); ++b) {
+    const std::vector<Op>& want = model.blocks[b].ops;
+    const std::vector<Op>& got = profiled.blocks[b].ops;
+    const bool same = want.size() == got.size() &&
+                      std::equal(want.begin(), want.end(), got.begin(),
+                                 [](const Op& a, const Op& c) { return a.id == c.id; });
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "autotune: block ", b, " of the profile does not have the model's ops"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Scales every time in the model: the profile was measured at another
+// speed than training runs at (another thread count, a warmer cache).
+void ScaleTimes(double scale, Model& model) {
+  for (Block& block : model.blocks) {
+    for (Op& op : block.ops) {
+      op.fwd_ms *= scale;
+      op.bwd_ms *= scale;
+    }
+  }
+  model.fixed.head_fwd_ms *= scale;
+  model.fixed.head_bwd_ms *= scale;
+  model.fixed.optimizer_ms *= scale;
+}
+
+// LibTorch reports out-of-memory and kernel failures by throwing.
+absl::StatusOr<TrainResult> TrainCatching(const TorchModel& model, PlanExecutor& executor,
+                                          MemoryMeter& meter, const TrainOptions& options) {
+  try {
+    return Train(model, executor, meter, options);
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    return absl::InternalError(
+        absl::StrCat("training failed: ", message.substr(0, message.find('\n'))));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
+                                        MemoryMeter& meter, Model profiled,
+                                        const AutotuneOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  RETURN_IF_ERROR(CheckProfileMatchesModel(profiled, model.graph()));
+  const std::string& name = model.config().name;
+
+  AutotuneResult result;
+  // Bytes the measured steps held beyond the predictions (allocator
+  // overhead, scratch the profile missed), summed over the rounds so far.
+  int64_t extra_bytes = 0;
+  for (int round = 1; round <= options.rounds; ++round) {
+    ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(profiled));
+    ASSIGN_OR_RETURN(const Solver solver,
+                     Solver::Create(analyzed, SolverOptions{.semantics = options.semantics}));
+    AutotuneRound outcome;
+    outcome.round = round;
+    outcome.planning_budget_bytes = options.budget_bytes - extra_bytes;
+    absl::StatusOr<SolvedPlan> solved = solver.Solve(outcome.planning_budget_bytes);
+    if (!solved.ok()) {
+      const int64_t least = solver.MinPeakBytes() + extra_bytes;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "budget ", FormatBytes(options.budget_bytes), " cannot be met by ", name,
+          round == 1 ? "" : " after correcting the profile with measurements",
+          ": the smallest feasible budget is ", FormatBytes(least), " (", least,
+          " bytes)"));
+    }
+    Plan& plan = outcome.plan;
+    plan.model_name = name;
+    plan.model_config = model.config().ToJson();
+    plan.method = "optimal";
+    plan.budget_bytes = options.budget_bytes;
+    plan.semantics = options.semantics;
+    plan.blocks = BlockPlansFromMasks(analyzed, solved->masks);
+    SetPrediction(solved->result, plan);
+
+    ASSIGN_OR_RETURN(std::unique_ptr<PlanExecutor> executor,
+                     PlanExecutor::Create(model, solved->masks, options.semantics));
+    TrainOptions train;
+    train.steps = options.steps;
+    train.seed = options.seed;
+    if (options.on_step) {
+      train.on_step = [&options, round](const StepRecord& r) { options.on_step(round, r); };
+    }
+    ASSIGN_OR_RETURN(outcome.run, TrainCatching(model, *executor, meter, train));
+    outcome.planned_recomputed_ops = executor->planned_recomputed_ops();
+    outcome.fits = outcome.run.peak_bytes <= options.budget_bytes;
+    if (options.on_round) options.on_round(outcome);
+    result.rounds.push_back(std::move(outcome));
+    const AutotuneRound& done = result.rounds.back();
+    if (done.fits) return result;
+
+    // Plan the next round for a budget smaller by what the measurement
+    // exceeded the prediction, and time it at the measured speed.
+    extra_bytes += std::max<int64_t>(done.run.peak_bytes - done.plan.predicted.peak_bytes, 1);
+    if (done.plan.predicted.step_ms > 0 && done.run.median_step_ms > 0) {
+      ScaleTimes(done.run.median_step_ms / done.plan.predicted.step_ms, profiled);
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no plan fit ", FormatBytes(options.budget_bytes), " as measured after ",
+      options.rounds, " rounds (try more rounds or a larger budget)"));
+}
+
+}  // namespace sacplan
