@@ -7,6 +7,7 @@ include(CMakePackageConfigHelpers)
 set(SACPLAN_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/sacplan)
 
 install(TARGETS sacplan_planner sacplan_models sacplan_profiler sacplan_reports
+                sacplan_gpu_records
   EXPORT sacplanTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -23,8 +24,14 @@ install(DIRECTORY
 # LibTorch parts: a second export set, loaded only for COMPONENTS executor,
 # so that torch-free users never need to find LibTorch.
 if(SACPLAN_WITH_TORCH)
-  install(TARGETS sacplan_torch_models sacplan_memory_meter sacplan_executor
-                  sacplan_cpu_profiler
+  set(torch_targets sacplan_torch_models sacplan_memory_meter sacplan_executor
+                    sacplan_cpu_profiler)
+  # The fused CUDA kernels the LibTorch modules call with --kernels fused.
+  if(TARGET sacplan_kernels_torch)
+    list(APPEND torch_targets
+         sacplan_kernels_reference sacplan_kernels_cuda sacplan_kernels_torch)
+  endif()
+  install(TARGETS ${torch_targets}
     EXPORT sacplanTorchTargets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
