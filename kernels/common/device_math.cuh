@@ -84,6 +84,20 @@ inline absl::Status ChunkRows(int64_t rows, RowChunks* out) {
   return absl::OkStatus();
 }
 
+// Launches `kernel(params, rows_per_chunk)` over `split`, one block per
+// chunk, with `shared_bytes` of dynamic shared memory for its per-column
+// sums. Above the default 48 KiB a kernel must opt in, so the limit is set
+// first. Does not synchronize.
+template <typename Kernel, typename Params>
+absl::Status LaunchRowChunked(Kernel* kernel, const Params& params, const RowChunks& split,
+                              int threads, size_t shared_bytes, cudaStream_t stream) {
+  SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  kernel<<<split.chunks, threads, shared_bytes, stream>>>(params, split.rows_per_chunk);
+  SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
 }  // namespace sacplan::kernels
 
 #endif  // SACPLAN_KERNELS_COMMON_DEVICE_MATH_CUH_

@@ -150,14 +150,8 @@ absl::Status LayerNormModulateBackward(const LayerNormModulateBackwardParams& p,
   const int arrays = (p.scale ? 2 : 0) + (p.weight ? 2 : 0);
   const size_t shared_bytes = sizeof(float) * arrays * p.shape.dim;
   return DispatchDTypes(p.shape.x_dtype, p.shape.y_dtype, [&](auto tx, auto ty) {
-    auto* kernel = BackwardKernel<decltype(tx), decltype(ty)>;
-    // Above the default 48 KiB of dynamic shared memory a kernel must opt in.
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(shared_bytes)));
-    kernel<<<split.chunks, kThreads, shared_bytes, stream>>>(p, split.rows_per_chunk);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchRowChunked(BackwardKernel<decltype(tx), decltype(ty)>, p, split, kThreads,
+                            shared_bytes, stream);
   });
 }
 

@@ -95,13 +95,8 @@ absl::Status RmsNormBackward(const RmsNormBackwardParams& p, cudaStream_t stream
   if (absl::Status s = ChunkRows(p.shape.rows, &split); !s.ok()) return s;
   const size_t shared_bytes = p.grad_weight ? sizeof(float) * p.shape.dim : 0;
   return DispatchDTypes(p.shape.x_dtype, p.shape.y_dtype, [&](auto tx, auto ty) {
-    auto* kernel = BackwardKernel<decltype(tx), decltype(ty)>;
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(shared_bytes)));
-    kernel<<<split.chunks, kThreads, shared_bytes, stream>>>(p, split.rows_per_chunk);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    return absl::OkStatus();
+    return LaunchRowChunked(BackwardKernel<decltype(tx), decltype(ty)>, p, split, kThreads,
+                            shared_bytes, stream);
   });
 }
 
