@@ -6,6 +6,7 @@
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/checked_math.h"
 #include "sacplan/planner/json_reader.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
@@ -18,7 +19,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc) {
   nlohmann::json overrides = doc;
   if (const nlohmann::json* base_value = json_reader::Find(doc, "base")) {
     std::string base;
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         json_reader::AsString(*base_value, "model config key 'base'", base));
     absl::StatusOr<ModelConfig> found = ModelConfigByName(base);
     if (!found.ok()) {
@@ -31,7 +32,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc) {
     return absl::InvalidArgumentError(
         "a model config needs \"base\" (a built-in model) or \"family\"");
   }
-  SACPLAN_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
+  RETURN_IF_ERROR(ApplyOverrides(overrides, config));
   return config;
 }
 

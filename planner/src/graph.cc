@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/checked_math.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -131,7 +132,7 @@ absl::Status ValidateBlock(const Block& block) {
     std::set<std::string> own(op.inputs.begin(), op.inputs.end());
     for (size_t o = 0; o < op.outputs.size(); ++o) {
       const std::string owhere = absl::StrCat(where, ".outputs[", o, "]");
-      if (auto s = CheckTensor(block, owhere, op.outputs[o]); !s.ok()) return s;
+      RETURN_IF_ERROR(CheckTensor(block, owhere, op.outputs[o]));
       if (!defined.insert(op.outputs[o].id).second) {
         return Bad(block, owhere + ".id",
                    absl::StrCat("duplicate tensor id '", op.outputs[o].id, "'"));
@@ -239,9 +240,9 @@ absl::Status ValidateModel(const Model& model) {
           "blocks[", i, "].index: expected ", i, ", got ",
           model.blocks[i].index));
     }
-    if (auto s = ValidateBlock(model.blocks[i]); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateBlock(model.blocks[i]));
   }
-  if (auto s = CheckBlocksConnect(model.blocks); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBlocksConnect(model.blocks));
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
       f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 ||

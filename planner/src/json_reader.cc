@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::json_reader {
 namespace {
@@ -139,7 +140,7 @@ absl::Status ReadInt32(const json& object, const std::string& key,
   range.min = std::max<int64_t>(range.min, std::numeric_limits<int>::min());
   range.max = std::min<int64_t>(range.max, std::numeric_limits<int>::max());
   int64_t n = out;
-  SACPLAN_RETURN_IF_ERROR(ReadInt(object, key, path, required, n, range));
+  RETURN_IF_ERROR(ReadInt(object, key, path, required, n, range));
   out = static_cast<int>(n);
   return absl::OkStatus();
 }
@@ -171,7 +172,7 @@ absl::Status ReadStrings(const json& object, const std::string& key,
                      if (!v.is_array()) return WrongType(field, "an array", v);
                      std::vector<std::string> read(v.size());
                      for (size_t i = 0; i < v.size(); ++i) {
-                       SACPLAN_RETURN_IF_ERROR(
+                       RETURN_IF_ERROR(
                            AsString(v[i], absl::StrCat(field, "[", i, "]"), read[i]));
                      }
                      out = std::move(read);
@@ -187,7 +188,7 @@ absl::Status ReadInts(const json& object, const std::string& key,
                      if (!v.is_array()) return WrongType(field, "an array", v);
                      std::vector<int64_t> read(v.size());
                      for (size_t i = 0; i < v.size(); ++i) {
-                       SACPLAN_RETURN_IF_ERROR(AsInt(
+                       RETURN_IF_ERROR(AsInt(
                            v[i], absl::StrCat(field, "[", i, "]"), range, read[i]));
                      }
                      out = std::move(read);

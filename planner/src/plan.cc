@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sacplan/planner/json_reader.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
@@ -139,63 +140,63 @@ absl::StatusOr<BudgetKind> ParseBudgetKind(const std::string& text) {
 }
 
 absl::StatusOr<Plan> PlanFromJson(const json& doc) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(doc, "plan"));
+  RETURN_IF_ERROR(json_reader::RequireObject(doc, "plan"));
   std::string schema;
-  SACPLAN_RETURN_IF_ERROR(json_reader::ReadString(doc, "schema", "", true, schema));
+  RETURN_IF_ERROR(json_reader::ReadString(doc, "schema", "", true, schema));
   if (schema != kPlanSchema) {
     return json_reader::Error("schema", absl::StrCat("expected \"", kPlanSchema,
                                                      "\", got \"", schema, "\""));
   }
   Plan plan;
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       json_reader::ReadString(doc, "model", "", false, plan.model_name));
-  SACPLAN_RETURN_IF_ERROR(json_reader::ReadString(doc, "method", "", false, plan.method));
-  SACPLAN_RETURN_IF_ERROR(json_reader::ReadString(doc, "graph_fingerprint", "", false,
+  RETURN_IF_ERROR(json_reader::ReadString(doc, "method", "", false, plan.method));
+  RETURN_IF_ERROR(json_reader::ReadString(doc, "graph_fingerprint", "", false,
                                                   plan.graph_fingerprint));
   if (const json* config = json_reader::Find(doc, "model_config")) {
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*config, "model_config"));
+    RETURN_IF_ERROR(json_reader::RequireObject(*config, "model_config"));
     plan.model_config = *config;
   }
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       json_reader::ReadInt(doc, "budget_bytes", "", false, plan.budget_bytes,
                            json_reader::kByteRange));
   std::string budget_kind = "allocated";
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       json_reader::ReadString(doc, "budget_kind", "", false, budget_kind));
   auto kind = ParseBudgetKind(budget_kind);
   if (!kind.ok()) return json_reader::Error("budget_kind", std::string(kind.status().message()));
   plan.budget_kind = *kind;
   std::string semantics = "sacplan";
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       json_reader::ReadString(doc, "semantics", "", false, semantics));
   auto parsed = ParseSemantics(semantics);
   if (!parsed.ok()) return json_reader::Error("semantics", std::string(parsed.status().message()));
   plan.semantics = *parsed;
   if (const json* predicted = json_reader::Find(doc, "predicted")) {
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*predicted, "predicted"));
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(json_reader::RequireObject(*predicted, "predicted"));
+    RETURN_IF_ERROR(
         json_reader::ReadInt(*predicted, "peak_bytes", "predicted", false,
                              plan.predicted.peak_bytes, json_reader::kByteRange));
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         json_reader::ReadNumber(*predicted, "step_ms", "predicted", false,
                                 plan.predicted.step_ms, json_reader::kTimeRange));
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         json_reader::ReadNumber(*predicted, "recompute_ms", "predicted", false,
                                 plan.predicted.recompute_ms, json_reader::kTimeRange));
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         json_reader::ReadInt(*predicted, "reserved_peak_bytes", "predicted", false,
                              plan.predicted.reserved_peak_bytes, json_reader::kByteRange));
   }
   const json* blocks = json_reader::Find(doc, "blocks");
   if (blocks == nullptr) return json_reader::Error("blocks", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
+  RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
   for (size_t i = 0; i < blocks->size(); ++i) {
     const std::string path = absl::StrCat("blocks[", i, "]");
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject((*blocks)[i], path));
+    RETURN_IF_ERROR(json_reader::RequireObject((*blocks)[i], path));
     BlockPlan block;
-    SACPLAN_RETURN_IF_ERROR(json_reader::ReadInt32((*blocks)[i], "index", path, true,
+    RETURN_IF_ERROR(json_reader::ReadInt32((*blocks)[i], "index", path, true,
                                                    block.index, json_reader::kIndexRange));
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         json_reader::ReadStrings((*blocks)[i], "save", path, true, block.save));
     plan.blocks.push_back(std::move(block));
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/json_reader.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -22,14 +23,14 @@ using json_reader::ReadString;
 using json_reader::ReadStrings;
 
 absl::Status ReadTensor(const json& j, const std::string& path, TensorInfo& t) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
-  SACPLAN_RETURN_IF_ERROR(ReadString(j, "id", path, true, t.id));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "bytes", path, true, t.bytes,
+  RETURN_IF_ERROR(json_reader::RequireObject(j, path));
+  RETURN_IF_ERROR(ReadString(j, "id", path, true, t.id));
+  RETURN_IF_ERROR(ReadInt(j, "bytes", path, true, t.bytes,
                                   {1, json_reader::kMaxBytes}));
-  SACPLAN_RETURN_IF_ERROR(ReadInts(j, "shape", path, false, t.shape,
+  RETURN_IF_ERROR(ReadInts(j, "shape", path, false, t.shape,
                                    {0, std::numeric_limits<int64_t>::max()}));
-  SACPLAN_RETURN_IF_ERROR(ReadString(j, "dtype", path, false, t.dtype));
-  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "requires_grad", path, false, t.requires_grad));
+  RETURN_IF_ERROR(ReadString(j, "dtype", path, false, t.dtype));
+  RETURN_IF_ERROR(ReadBool(j, "requires_grad", path, false, t.requires_grad));
   return absl::OkStatus();
 }
 
@@ -39,41 +40,41 @@ json TensorToJson(const TensorInfo& t) {
 }
 
 absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
-  SACPLAN_RETURN_IF_ERROR(ReadString(j, "id", path, true, op.id));
-  SACPLAN_RETURN_IF_ERROR(ReadString(j, "kind", path, true, op.kind));
-  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "has_bias", path, false, op.has_bias));
-  SACPLAN_RETURN_IF_ERROR(ReadStrings(j, "inputs", path, true, op.inputs));
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(json_reader::RequireObject(j, path));
+  RETURN_IF_ERROR(ReadString(j, "id", path, true, op.id));
+  RETURN_IF_ERROR(ReadString(j, "kind", path, true, op.kind));
+  RETURN_IF_ERROR(ReadBool(j, "has_bias", path, false, op.has_bias));
+  RETURN_IF_ERROR(ReadStrings(j, "inputs", path, true, op.inputs));
+  RETURN_IF_ERROR(
       ReadStrings(j, "backward_needs", path, true, op.backward_needs));
   const json* outputs = json_reader::Find(j, "outputs");
   if (outputs == nullptr) return json_reader::Error(path + ".outputs", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*outputs, path + ".outputs"));
+  RETURN_IF_ERROR(json_reader::RequireArray(*outputs, path + ".outputs"));
   for (size_t i = 0; i < outputs->size(); ++i) {
     TensorInfo t;
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         ReadTensor((*outputs)[i], absl::StrCat(path, ".outputs[", i, "]"), t));
     op.outputs.push_back(std::move(t));
   }
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       ReadNumber(j, "flops", path, false, op.flops, kNonNegative));
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       ReadNumber(j, "bytes_moved", path, false, op.bytes_moved, kNonNegative));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "fwd_ms", path, true, op.fwd_ms, kTimeRange));
-  SACPLAN_RETURN_IF_ERROR(ReadNumber(j, "bwd_ms", path, true, op.bwd_ms, kTimeRange));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "workspace_bytes", path, false,
+  RETURN_IF_ERROR(ReadNumber(j, "fwd_ms", path, true, op.fwd_ms, kTimeRange));
+  RETURN_IF_ERROR(ReadNumber(j, "bwd_ms", path, true, op.bwd_ms, kTimeRange));
+  RETURN_IF_ERROR(ReadInt(j, "workspace_bytes", path, false,
                                   op.workspace_bytes, kByteRange));
-  SACPLAN_RETURN_IF_ERROR(ReadInt(j, "bwd_workspace_bytes", path, false,
+  RETURN_IF_ERROR(ReadInt(j, "bwd_workspace_bytes", path, false,
                                   op.bwd_workspace_bytes, kByteRange));
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       ReadInt(j, "param_bytes", path, false, op.param_bytes, kByteRange));
-  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
-  SACPLAN_RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
+  RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
+  RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
   if (const json* grads = json_reader::Find(j, "input_grad_bytes"); grads != nullptr) {
     const std::string gpath = path + ".input_grad_bytes";
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
+    RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
     for (const auto& [input, value] : grads->items()) {
-      SACPLAN_RETURN_IF_ERROR(ReadInt(*grads, input, gpath, true,
+      RETURN_IF_ERROR(ReadInt(*grads, input, gpath, true,
                                       op.input_grad_bytes[input], kByteRange));
     }
   }
@@ -103,19 +104,19 @@ json OpToJson(const Op& op) {
 }
 
 absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
-  SACPLAN_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(json_reader::RequireObject(j, path));
+  RETURN_IF_ERROR(
       json_reader::ReadInt32(j, "index", path, true, block.index, kIndexRange));
-  SACPLAN_RETURN_IF_ERROR(ReadString(j, "output", path, true, block.output));
+  RETURN_IF_ERROR(ReadString(j, "output", path, true, block.output));
   const json* inputs = json_reader::Find(j, "inputs");
   if (inputs == nullptr) return json_reader::Error(path + ".inputs", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*inputs, path + ".inputs"));
+  RETURN_IF_ERROR(json_reader::RequireArray(*inputs, path + ".inputs"));
   for (size_t i = 0; i < inputs->size(); ++i) {
     const std::string ipath = absl::StrCat(path, ".inputs[", i, "]");
     BlockInput in;
-    SACPLAN_RETURN_IF_ERROR(ReadTensor((*inputs)[i], ipath, in.tensor));
+    RETURN_IF_ERROR(ReadTensor((*inputs)[i], ipath, in.tensor));
     std::string kind = "carried";
-    SACPLAN_RETURN_IF_ERROR(ReadString((*inputs)[i], "kind", ipath, false, kind));
+    RETURN_IF_ERROR(ReadString((*inputs)[i], "kind", ipath, false, kind));
     if (kind != "carried" && kind != "shared") {
       return json_reader::Error(ipath + ".kind", "must be \"carried\" or \"shared\"");
     }
@@ -124,10 +125,10 @@ absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
   }
   const json* ops = json_reader::Find(j, "ops");
   if (ops == nullptr) return json_reader::Error(path + ".ops", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*ops, path + ".ops"));
+  RETURN_IF_ERROR(json_reader::RequireArray(*ops, path + ".ops"));
   for (size_t i = 0; i < ops->size(); ++i) {
     Op op;
-    SACPLAN_RETURN_IF_ERROR(ReadOp((*ops)[i], absl::StrCat(path, ".ops[", i, "]"), op));
+    RETURN_IF_ERROR(ReadOp((*ops)[i], absl::StrCat(path, ".ops[", i, "]"), op));
     block.ops.push_back(std::move(op));
   }
   return absl::OkStatus();
@@ -135,7 +136,7 @@ absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
 
 absl::Status ReadFixed(const json& j, FixedMemory& f) {
   const std::string path = "fixed";
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(j, path));
+  RETURN_IF_ERROR(json_reader::RequireObject(j, path));
   const struct {
     const char* key;
     bool required;
@@ -149,7 +150,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"head_bytes", false, &f.head_bytes},
       {"optimizer_step_bytes", false, &f.optimizer_step_bytes}};
   for (const auto& field : byte_fields) {
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         ReadInt(j, field.key, path, field.required, *field.out, kByteRange));
   }
   const std::pair<const char*, double*> time_fields[] = {
@@ -157,7 +158,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"head_bwd_ms", &f.head_bwd_ms},
       {"optimizer_ms", &f.optimizer_ms}};
   for (const auto& [key, out] : time_fields) {
-    SACPLAN_RETURN_IF_ERROR(ReadNumber(j, key, path, false, *out, kTimeRange));
+    RETURN_IF_ERROR(ReadNumber(j, key, path, false, *out, kTimeRange));
   }
   return absl::OkStatus();
 }
@@ -165,50 +166,50 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
 }  // namespace
 
 absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(doc, "profile"));
+  RETURN_IF_ERROR(json_reader::RequireObject(doc, "profile"));
   std::string schema;
-  SACPLAN_RETURN_IF_ERROR(ReadString(doc, "schema", "", true, schema));
+  RETURN_IF_ERROR(ReadString(doc, "schema", "", true, schema));
   if (schema != kProfileSchema) {
     return json_reader::Error("schema", absl::StrCat("expected \"", kProfileSchema,
                                                      "\", got \"", schema, "\""));
   }
   Profile p;
   p.source = "user";
-  SACPLAN_RETURN_IF_ERROR(ReadString(doc, "source", "", false, p.source));
-  SACPLAN_RETURN_IF_ERROR(ReadString(doc, "kernels", "", false, p.kernels));
+  RETURN_IF_ERROR(ReadString(doc, "source", "", false, p.source));
+  RETURN_IF_ERROR(ReadString(doc, "kernels", "", false, p.kernels));
   if (p.kernels != "aten" && p.kernels != "fused") {
     return json_reader::Error("kernels", absl::StrCat("expected \"aten\" or \"fused\", got \"",
                                                       p.kernels, "\""));
   }
   if (const json* device = json_reader::Find(doc, "device")) {
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*device, "device"));
-    SACPLAN_RETURN_IF_ERROR(ReadString(*device, "name", "device", false, p.device));
-    SACPLAN_RETURN_IF_ERROR(ReadInt(*device, "memory_bytes", "device", false,
+    RETURN_IF_ERROR(json_reader::RequireObject(*device, "device"));
+    RETURN_IF_ERROR(ReadString(*device, "name", "device", false, p.device));
+    RETURN_IF_ERROR(ReadInt(*device, "memory_bytes", "device", false,
                                     p.device_memory_bytes, kByteRange));
   }
   const json* model = json_reader::Find(doc, "model");
   if (model == nullptr) return json_reader::Error("model", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*model, "model"));
-  SACPLAN_RETURN_IF_ERROR(ReadString(*model, "name", "model", true, p.model_name));
+  RETURN_IF_ERROR(json_reader::RequireObject(*model, "model"));
+  RETURN_IF_ERROR(ReadString(*model, "name", "model", true, p.model_name));
   if (const json* config = json_reader::Find(*model, "config")) {
     p.model_config = *config;
   }
   if (const json* measurement = json_reader::Find(doc, "measurement")) {
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*measurement, "measurement"));
+    RETURN_IF_ERROR(json_reader::RequireObject(*measurement, "measurement"));
     p.measurement = *measurement;
   }
   const json* fixed = json_reader::Find(doc, "fixed");
   if (fixed == nullptr) return json_reader::Error("fixed", "missing");
-  SACPLAN_RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
+  RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
   const json* blocks = json_reader::Find(doc, "blocks");
   if (blocks == nullptr) return json_reader::Error("blocks", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
+  RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
   for (size_t i = 0; i < blocks->size(); ++i) {
     Block block;
-    SACPLAN_RETURN_IF_ERROR(ReadBlock((*blocks)[i], absl::StrCat("blocks[", i, "]"), block));
+    RETURN_IF_ERROR(ReadBlock((*blocks)[i], absl::StrCat("blocks[", i, "]"), block));
     p.model.blocks.push_back(std::move(block));
   }
-  SACPLAN_RETURN_IF_ERROR(ValidateModel(p.model));
+  RETURN_IF_ERROR(ValidateModel(p.model));
   return p;
 }
 

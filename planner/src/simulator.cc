@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -236,7 +237,7 @@ absl::Status CheckMasks(const AnalyzedModel& model,
 }  // namespace
 
 absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model) {
-  if (auto status = ValidateModel(model); !status.ok()) return status;
+  RETURN_IF_ERROR(ValidateModel(model));
   AnalyzedModel analyzed;
   analyzed.model = &model;
   for (const Block& block : model.blocks) {
@@ -258,7 +259,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                                         const std::vector<SaveMask>& masks,
                                         Semantics semantics,
                                         const SimulateOptions& options) {
-  if (auto status = CheckMasks(model, masks); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckMasks(model, masks));
   const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
   std::vector<BlockSchedule> schedules;

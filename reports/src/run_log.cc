@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/json_reader.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::reports {
 namespace {
@@ -17,29 +18,29 @@ absl::Status ReadPeakBytes(const json& doc, const std::string& section,
 
 // doc[section][key]: a time > 0 and at most kMaxMs.
 absl::Status ReadStepMs(const json& doc, const std::string& section, double& out) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::ReadNumber(doc[section], "step_ms", section,
+  RETURN_IF_ERROR(json_reader::ReadNumber(doc[section], "step_ms", section,
                                                   true, out, json_reader::kTimeRange));
   if (!(out > 0)) return json_reader::Error(section + ".step_ms", "must be > 0");
   return absl::OkStatus();
 }
 
 absl::Status ReadRunLogFields(const json& doc, RunLog& log) {
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(doc, "run log"));
+  RETURN_IF_ERROR(json_reader::RequireObject(doc, "run log"));
   for (const char* section : {"predicted", "measured"}) {
     const json* object = json_reader::Find(doc, section);
     if (object == nullptr) return json_reader::Error(section, "missing");
-    SACPLAN_RETURN_IF_ERROR(json_reader::RequireObject(*object, section));
+    RETURN_IF_ERROR(json_reader::RequireObject(*object, section));
   }
-  SACPLAN_RETURN_IF_ERROR(ReadPeakBytes(doc, "predicted", log.predicted_peak_bytes));
-  SACPLAN_RETURN_IF_ERROR(ReadStepMs(doc, "predicted", log.predicted_step_ms));
-  SACPLAN_RETURN_IF_ERROR(ReadPeakBytes(doc, "measured", log.measured_peak_bytes));
-  SACPLAN_RETURN_IF_ERROR(ReadStepMs(doc, "measured", log.measured_step_ms));
+  RETURN_IF_ERROR(ReadPeakBytes(doc, "predicted", log.predicted_peak_bytes));
+  RETURN_IF_ERROR(ReadStepMs(doc, "predicted", log.predicted_step_ms));
+  RETURN_IF_ERROR(ReadPeakBytes(doc, "measured", log.measured_peak_bytes));
+  RETURN_IF_ERROR(ReadStepMs(doc, "measured", log.measured_step_ms));
   const json* losses = json_reader::Find(doc, "losses");
   if (losses == nullptr) return json_reader::Error("losses", "missing");
-  SACPLAN_RETURN_IF_ERROR(json_reader::RequireArray(*losses, "losses"));
+  RETURN_IF_ERROR(json_reader::RequireArray(*losses, "losses"));
   for (size_t i = 0; i < losses->size(); ++i) {
     double loss = 0;
-    SACPLAN_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         json_reader::AsNumber((*losses)[i], absl::StrCat("losses[", i, "]"), {}, loss));
   }
   log.loss_count = static_cast<int>(losses->size());
@@ -48,7 +49,7 @@ absl::Status ReadRunLogFields(const json& doc, RunLog& log) {
     if (plan->is_string()) {
       log.label = plan->get<std::string>();
     } else if (plan->is_object()) {
-      SACPLAN_RETURN_IF_ERROR(
+      RETURN_IF_ERROR(
           json_reader::ReadString(*plan, "method", "plan", false, log.label));
     }
   }

@@ -116,9 +116,4 @@ absl::StatusOr<json> ReadJsonFile(const std::string& path);
 
 }  // namespace sacplan::json_reader
 
-#define SACPLAN_RETURN_IF_ERROR(expr)                                 \
-  do {                                                                \
-    if (absl::Status _status = (expr); !_status.ok()) return _status; \
-  } while (false)
-
 #endif  // SACPLAN_PLANNER_JSON_READER_H_
