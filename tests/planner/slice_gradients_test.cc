@@ -103,7 +103,8 @@ TEST(SliceGradientsTest, CloneHandsItsGradientThrough) {
 TEST(SliceGradientsTest, EachSliceIsFreedAsTheAllocationItWas) {
   // The caching-allocator replay pairs every free with an allocation of its
   // size: one free for all the slices at once would pair with none.
-  auto analyzed = AnalyzeModel(SlicedModel(true));
+  const Model model = SlicedModel(true);  // AnalyzedModel points into it
+  auto analyzed = AnalyzeModel(model);
   ASSERT_TRUE(analyzed.ok()) << analyzed.status();
   auto step = SimulateStep(*analyzed, {SaveMask(5, false)}, Semantics::kTorchSac,
                            {.record_events = true});
