@@ -136,19 +136,6 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def as_dtype(dtype) -> torch.dtype:
-    """A torch.dtype, or its name as `python -m sacplan_torch capture --arg
-    dtype=fp32` passes it: bf16/bfloat16, fp16/float16, fp32/float32."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    names = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
-             "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}
-    key = str(dtype).replace("torch.", "")
-    if key not in names:
-        raise ValueError(f"dtype must be a torch.dtype or one of {sorted(names)}, not {dtype!r}")
-    return names[key]
-
-
 def setup(size: str = "small", seed: int = 0, dtype: torch.dtype = torch.bfloat16,
           device: str = "cpu") -> sacplan_torch.Setup:
     """A seeded LLaMA-style decoder and a fixed batch of random tokens.
@@ -160,7 +147,7 @@ def setup(size: str = "small", seed: int = 0, dtype: torch.dtype = torch.bfloat1
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, not {size!r}")
     cfg = SIZES[size]
-    dtype = as_dtype(dtype)
+    dtype = sacplan_torch.as_dtype(dtype)
     torch.manual_seed(int(seed))
     model = Llama(cfg["dim"], cfg["ffn"], cfg["heads"], cfg["kv_heads"], cfg["layers"],
                   cfg["vocab"]).to(device)

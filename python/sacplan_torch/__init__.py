@@ -11,7 +11,7 @@ from .blocks import find_blocks
 from .capture import capture
 from .errors import SacplanError
 from .memory import Measurement, measure_peak
-from .setup_spec import Setup, load_setup
+from .setup_spec import Setup, as_dtype, load_setup
 
 __all__ = ["AppliedPlan", "apply_plan", "capture", "find_blocks", "Measurement", "measure_peak",
-           "SacplanError", "Setup", "load_setup"]
+           "SacplanError", "Setup", "as_dtype", "load_setup"]

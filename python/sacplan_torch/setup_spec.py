@@ -60,3 +60,20 @@ def load_setup(spec: str, **kwargs) -> Setup:
     if not isinstance(setup, Setup):
         raise SacplanError(f"setup '{spec}': {function}() must return sacplan_torch.Setup")
     return setup
+
+
+_DTYPE_NAMES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
+                "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}
+
+
+def as_dtype(dtype) -> torch.dtype:
+    """A torch.dtype, or its name as `python -m sacplan_torch capture --arg
+    dtype=fp32` passes it to a setup: bf16/bfloat16, fp16/float16,
+    fp32/float32. Raises ValueError for anything else."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    key = str(dtype).replace("torch.", "")
+    if key not in _DTYPE_NAMES:
+        raise ValueError(f"dtype must be a torch.dtype or one of {sorted(_DTYPE_NAMES)}, "
+                         f"not {dtype!r}")
+    return _DTYPE_NAMES[key]
