@@ -4,7 +4,7 @@ tensors, which tensors they read, and which autograd keeps for backward."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -40,9 +40,9 @@ class OpRecord:
     # in-place call writes it later (or the op is that in-place call).
     never_save: bool = False
     # Per input read only in slices (views of part of its storage): the
-    # distinct slices, as (offset, shape, stride) -> bytes. Absent: read whole.
-    slices: Dict[str, Dict[tuple, int]] = dataclasses.field(default_factory=dict)
-    whole_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)
+    # storage's bytes and the distinct slices, as (offset, shape, stride) ->
+    # bytes. Absent: read whole.
+    slices: Dict[str, Tuple[int, Dict[tuple, int]]] = dataclasses.field(default_factory=dict)
 
     def read(self, tensor_id: str, t: Optional[torch.Tensor] = None) -> None:
         """Records that the op reads `tensor_id`, through `t` when given: a
@@ -57,20 +57,17 @@ class OpRecord:
         view_bytes = t.numel() * t.element_size()
         if view_bytes >= whole:
             self.slices.pop(tensor_id, None)
-            self.whole_bytes.pop(tensor_id, None)
-            return
-        if first or tensor_id in self.slices:
+        elif first or tensor_id in self.slices:
             view = (t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-            self.slices.setdefault(tensor_id, {})[view] = view_bytes
-            self.whole_bytes[tensor_id] = whole
+            self.slices.setdefault(tensor_id, (whole, {}))[1][view] = view_bytes
 
     def input_grad_bytes(self) -> Dict[str, int]:
         """Gradient bytes per input read in slices whose sizes sum to less
         than the tensor."""
         grads = {}
-        for tensor_id, views in self.slices.items():
+        for tensor_id, (whole, views) in self.slices.items():
             total = sum(views.values())
-            if total < self.whole_bytes[tensor_id]:
+            if total < whole:
                 grads[tensor_id] = total
         return grads
 

@@ -41,8 +41,9 @@ struct OpNode {
   int64_t output_bytes = 0;  // sum over outputs
   bool collective = false;
   bool never_save = false;  // see Op::never_save
-  // Kind "add" with one output: backward hands the output's gradient to each
-  // input of the same size without allocating (autograd's AddBackward).
+  // Kind "add" or "clone" with one output: backward hands the output's
+  // gradient to each input of the same size without allocating (autograd's
+  // AddBackward, CloneBackward).
   bool passes_grad_through = false;
   // Kind "cat" or "stack": backward hands each input a view of its slice of
   // the output's gradient (autograd's CatBackward, StackBackward), so the
