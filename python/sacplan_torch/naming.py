@@ -38,8 +38,19 @@ def is_named(func) -> bool:
     return func not in SAC_IGNORED_OPS and isinstance(func, torch._ops.OpOverload)
 
 
+# Bookkeeping of the autograd-aware functional collectives: it attaches the
+# autograd node to a collective's output and communicates nothing. Caching
+# it under selective checkpointing would leave the recompute without that
+# node (fewer saved tensors than the forward: a CheckpointError), so it is
+# recomputed like any other call.
+_NOT_COLLECTIVES = {"_wrap_tensor_autograd"}
+
+
 def is_collective(func) -> bool:
-    return getattr(func, "namespace", "") in ("_c10d_functional", "c10d_functional")
+    """A functional collective or its wait (`_c10d_functional.*`): what
+    apply_plan always saves so that backward never re-issues it."""
+    return (getattr(func, "namespace", "") in ("_c10d_functional", "c10d_functional")
+            and func.overloadpacket.__name__ not in _NOT_COLLECTIVES)
 
 
 def split_op_id(op_id: str) -> Tuple[str, str, int]:

@@ -1,0 +1,101 @@
+"""Ulysses sequence parallel + FSDP2 (python/examples/ulysses_dit.py) on CPU
+ranks: training equals one process, and checkpointing never re-issues a
+collective in backward. ulysses_worker.py runs the ranks (torchrun, gloo)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import ulysses_worker as worker
+
+WORKER = Path(__file__).with_name("ulysses_worker.py")
+TIMEOUT_S = 300
+# (world size, sequence-parallel degree): pure SP on 2 ranks; 2 data-parallel
+# groups of SP 2 on 4 ranks.
+LAYOUTS = [(2, 2), (4, 2)]
+
+
+def torchrun(world: int, args, port: int) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
+           "--master_addr", "127.0.0.1", "--master_port", str(port), str(WORKER),
+           *map(str, args)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
+                 if l.startswith("[rank") or "Error" in l]
+        pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(lines[-60:]))
+
+
+@pytest.fixture(scope="module", params=LAYOUTS, ids=lambda l: f"world{l[0]}-sp{l[1]}")
+def layout(request, tmp_path_factory, free_port):
+    world, sp = request.param
+    out = tmp_path_factory.mktemp(f"ulysses{world}") / "parity.pt"
+    torchrun(world, ["parity", sp, out], free_port + world)
+    return world, sp, torch.load(out, weights_only=True)
+
+
+def reference(dp: int) -> dict:
+    """One process, no collectives, no FSDP, no plan, the whole global batch."""
+    setup = worker.ulysses_dit.setup(worker.SIZE, distributed=False, global_batch_dp=dp)
+    opt = torch.optim.SGD(setup.model.parameters(), lr=worker.LR)
+    out = {"losses": [], "grads": []}
+    for _ in range(worker.STEPS):
+        opt.zero_grad(set_to_none=True)
+        loss = setup.step(setup.model)
+        loss.backward()
+        out["losses"].append(loss.item())
+        out["grads"].append({n: p.grad.detach().clone()
+                             for n, p in setup.model.named_parameters()})
+        opt.step()
+    return out
+
+
+def _close(actual, expected, what):
+    # The ranks sum partial gradients in another order than one process.
+    torch.testing.assert_close(actual, expected, rtol=1e-4,
+                               atol=1e-5 * float(expected.abs().max()),
+                               msg=lambda m: f"{what}: {m}")
+
+
+@pytest.mark.parametrize("case", ["no_plan", "full_plan"])
+def test_training_equals_one_process(layout, case):
+    world, sp, results = layout
+    expected = reference(world // sp)
+    got = results[case]
+    for step in range(worker.STEPS):
+        _close(torch.tensor(got["losses"][step]), torch.tensor(expected["losses"][step]),
+               f"step {step} loss")
+        assert got["grads"][step].keys() == expected["grads"][step].keys()
+        for name, grad in expected["grads"][step].items():
+            assert torch.count_nonzero(grad) > 0, name
+            _close(got["grads"][step][name], grad, f"step {step} grad of {name}")
+
+
+def test_backward_never_reissues_collectives(layout):
+    """The backward of a block exchanges its gradients through one
+    all-to-all per forward all-to-all. Under apply_plan (every block
+    checkpointed) that is all it issues; plain checkpointing re-runs the
+    forward's all-to-alls too, which shows the counter can see them."""
+    world, sp, results = layout
+    blocks = worker.ulysses_dit.SIZES[worker.SIZE]["layers"]
+    for step in range(worker.STEPS):
+        forward = results["no_plan"]["forward_collectives"][step]
+        assert forward["all_to_all_single"] == 2 * blocks
+        for rank in range(world):
+            plain = results["no_plan"]["backward_collectives"][step][rank]
+            planned = results["full_plan"]["backward_collectives"][step][rank]
+            control = results["plain_checkpoint"]["backward_collectives"][step][rank]
+            for name in ("all_to_all_single", "wait_tensor"):
+                assert plain[name] == 2 * blocks, (rank, name, plain)
+                assert planned.get(name, 0) == plain[name], (rank, name, planned)
+                assert control.get(name, 0) == 2 * plain[name], (rank, name, control)
