@@ -33,6 +33,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from . import distributed
 from .blocks import BlockSpec, find_blocks
 from .errors import SacplanError
 from .graph import BlockRecord, OpRecord, TensorRecord, dtype_name, op_kind
@@ -44,11 +45,15 @@ StorageKey = Tuple[str, int]
 
 
 def _key(t: torch.Tensor) -> Optional[StorageKey]:
+    t = distributed.local(t)
     if t.device.type == "meta":
         return None
-    storage = t.untyped_storage()
-    if storage.data_ptr() == 0 or storage.nbytes() == 0:
-        return None
+    try:
+        storage = t.untyped_storage()
+        if storage.data_ptr() == 0 or storage.nbytes() == 0:
+            return None
+    except RuntimeError:
+        return None  # a wrapper subclass without storage of its own
     return (str(t.device), storage.data_ptr())
 
 
@@ -128,6 +133,9 @@ class _BlockTrace:
         self.op_at: Dict[str, int] = {}      # tensor id -> producing op index
         self.op_of_node: Dict[int, Optional[int]] = {}  # node sequence nr -> op index
         self.last_reader: Dict[StorageKey, Tuple[int, int]] = {}  # param -> (op, bytes)
+        # The block's parameters as its forward sees them: under FSDP2 the
+        # unsharded parameters it all-gathered, which are not resident.
+        self.param_keys: set = set()
         self.seq_start = 0
         self.last_seq = 0
         self.output: Optional[str] = None
@@ -205,6 +213,7 @@ class _Tracer(TorchDispatchMode):
                 first = False
             if first:
                 raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
+            trace.param_keys = {_key(p) for p in module.parameters()} - {None}
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
             if i == 0 and self.structure:
@@ -275,7 +284,7 @@ class _Tracer(TorchDispatchMode):
     def _record_saved(self, trace: _BlockTrace, node, op_index: Optional[int]) -> None:
         for saved in _saved_tensors(node):
             key = _key(saved)
-            if key is None or key in self.resident:
+            if key is None or key in self.resident or key in trace.param_keys:
                 continue
             tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
             if tensor_id is None:
@@ -343,7 +352,7 @@ class _Tracer(TorchDispatchMode):
         fresh = []
         for o in _tensors(out):
             key = _key(o)
-            if key is None or key in self.resident:
+            if key is None or key in self.resident or key in trace.param_keys:
                 continue
             if key in in_keys and key not in written:
                 continue  # a view or alias of an input: no new memory
@@ -360,8 +369,11 @@ class _Tracer(TorchDispatchMode):
             key = _key(t)
             if key is None:
                 continue
-            if key in self.resident:
+            if key in self.resident or key in trace.param_keys:
                 if t.requires_grad:
+                    # The op whose backward runs first (the last reader)
+                    # allocates the parameter's gradient: under FSDP2 the
+                    # unsharded gradient, freed after the reduce-scatter.
                     trace.last_reader[key] = (op_index, t.untyped_storage().nbytes())
                 continue
             tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
@@ -489,10 +501,21 @@ def _add_samples(traces, clock: _Clock, fwd_samples, bwd_samples) -> None:
             bwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
 
 
+def _fsdp_fields(block: nn.Module, name: str, world_size: int,
+                 collectives: Optional[distributed.CollectiveSync]) -> dict:
+    """A block's "fsdp" object: its buffer sizes and the median time of
+    the all-gathers and reduce-scatters FSDP2 issued for it."""
+    fields = distributed.fsdp_block_bytes(block, world_size)
+    for kind in ("all_gather", "reduce_scatter"):
+        spans = collectives.fsdp_ms.get((kind, name), []) if collectives else []
+        fields[f"{kind}_ms"] = round(statistics.median(spans), 6) if spans else 0.0
+    return fields
+
+
 def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
             optimizer: Optional[torch.optim.Optimizer] = None, path: Optional[str] = None,
             name: Optional[str] = None, warmup: int = 1, repeats: int = 3,
-            progress: bool = False) -> dict:
+            progress: bool = False, sp: int = 1) -> dict:
     """Runs real training steps of `model` and returns (and with `path`,
     writes atomically) a `sacplan.profile/1` document for it.
 
@@ -507,11 +530,21 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       the profile); None trains without one.
     warmup, repeats: untimed steps first, then `repeats` timed steps (times
       are medians). One more step records the graph and the allocations.
+    sp: the sequence-parallel degree the blocks run at (their all-to-alls
+      are ops of the block, captured like any other call).
     The model trains for warmup + 1 + 2 * repeats steps. Gradients are set to
     None after each step. Raises SacplanError for bad input; on error no file
     is written.
+
+    Inside a torch.distributed process group, every rank calls capture and
+    gets its own profile: every byte and time in it is this rank's. The
+    profile's "parallel" object records the world size, sp and whether the
+    blocks are FSDP2 `fully_shard` modules; under FSDP2 each block gets an
+    "fsdp" object (buffer sizes, measured all-gather and reduce-scatter
+    times). See docs/python.md, "Many ranks".
     """
     found = find_blocks(model, blocks)
+    parallel = distributed.parallel_info(found, sp)
     params = list(model.parameters())
     if not any(p.requires_grad for p in params):
         raise SacplanError("model has no parameters that require gradients")
@@ -549,7 +582,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     embedding_grads: List[int] = []
     grad_hooks = []
     for p in outside:
-        nbytes = p.untyped_storage().nbytes()
+        nbytes = distributed.local(p).untyped_storage().nbytes()
 
         def arrived(_, nbytes=nbytes):
             (embedding_grads if tracer.backward_started else head_grads).append(nbytes)
@@ -580,12 +613,22 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     _add_samples(traces, clock, fwd_samples, bwd_samples)
+    # Collectives complete before they return while timed, so an all-to-all
+    # op's time is the exchange's, and FSDP2's all-gathers and
+    # reduce-scatters are timed per block.
+    collectives = distributed.CollectiveSync(settle=False) if distributed.active() else None
     for _ in range(repeats):
         timer = _Tracer(found, resident, clock, structure=False)
         try:
-            with timer:
-                loss = loss_of(model)
-            finish(loss)
+            if collectives is not None:
+                collectives.__enter__()
+            try:
+                with timer:
+                    loss = loss_of(model)
+                finish(loss)
+            finally:
+                if collectives is not None:
+                    collectives.__exit__(None, None, None)
             del loss
             _sync(device)
         finally:
@@ -657,6 +700,9 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
                 op.fwd_ms *= wall_ms / ops_ms
         blocks_fwd_ms += sum(op.fwd_ms for op in trace.ops)
         blocks_bwd_ms += sum(op.bwd_ms for op in trace.ops)
+        if parallel is not None and parallel["fsdp"]:
+            record.fsdp = _fsdp_fields(found[i][1], trace.name, parallel["world_size"],
+                                       collectives)
         records.append(record)
 
     first, last = traces[0], traces[-1]
@@ -691,6 +737,8 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         "fixed": fixed,
         "blocks": [r.to_json() for r in records],
     }
+    if parallel is not None:
+        doc["parallel"] = parallel
     if path is not None:
         write_json_atomically(doc, path)
     return doc

@@ -103,6 +103,13 @@ _ATTENTION = {
 }
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation"}
 _ADD = {"add", "add_"}
+# Functional collectives (namespace included, as aten_name writes them).
+_COLLECTIVE = {
+    "_c10d_functional.all_to_all_single": "all_to_all",
+    "_c10d_functional.all_gather_into_tensor": "all_gather",
+    "_c10d_functional.reduce_scatter_tensor": "reduce_scatter",
+    "_c10d_functional.all_reduce": "all_reduce",
+}
 
 
 def op_kind(aten: str) -> str:
@@ -115,7 +122,7 @@ def op_kind(aten: str) -> str:
         return "mm" if aten != "addmm" else "addmm"
     if aten in _ADD:
         return "add"
-    return aten
+    return _COLLECTIVE.get(aten, aten)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -129,7 +136,13 @@ class BlockRecord:
     inputs: List[dict]
     ops: List[OpRecord]
     output: Optional[str] = None
+    # Under FSDP2: the block's all-gather and reduce-scatter buffers and
+    # times (docs/profile_format.md).
+    fsdp: Optional[dict] = None
 
     def to_json(self) -> dict:
-        return {"index": self.index, "name": self.name, "inputs": self.inputs,
-                "output": self.output, "ops": [op.to_json() for op in self.ops]}
+        doc = {"index": self.index, "name": self.name, "inputs": self.inputs,
+               "output": self.output, "ops": [op.to_json() for op in self.ops]}
+        if self.fsdp is not None:
+            doc["fsdp"] = self.fsdp
+        return doc

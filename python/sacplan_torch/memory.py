@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from . import distributed
 from .errors import SacplanError
 
 # Sentinel sizes: large primes plus a mark index, far from any tensor size a
@@ -32,6 +33,7 @@ def _unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     for t in tensors:
         if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             continue
+        t = distributed.local(t)  # a rank holds its shard of a DTensor
         storage = t.untyped_storage()
         key = (t.device, storage.data_ptr())
         if key in seen or storage.data_ptr() == 0:
@@ -65,7 +67,11 @@ class AllocationLog:
     """Records every allocation on `device` while active; `mark(label)`
     notes a moment. After exit: live(label) is the bytes allocated since the
     log started and still live at that mark; peak(a, b) the most live between
-    two marks (None: the start or the end)."""
+    two marks (None: the start or the end).
+
+    Inside a torch.distributed process group, collectives complete before
+    they return while the log records (distributed.CollectiveSync): gloo
+    frees on its worker threads, which the record would miss."""
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
@@ -78,6 +84,9 @@ class AllocationLog:
         activities = [ProfilerActivity.CPU]
         if self.device.type == "cuda":
             activities.append(ProfilerActivity.CUDA)
+        self._collectives = distributed.CollectiveSync(settle=True) if distributed.active() else None
+        if self._collectives is not None:
+            self._collectives.__enter__()
         self._profiler = profile(activities=activities, profile_memory=True)
         self._profiler.__enter__()
         return self
@@ -92,6 +101,8 @@ class AllocationLog:
 
     def __exit__(self, *exc) -> None:
         self._profiler.__exit__(*exc)
+        if self._collectives is not None:
+            self._collectives.__exit__(*exc)
         if exc[0] is not None:
             return
         wanted = "CPU" if self.device.type == "cpu" else "CUDA"
