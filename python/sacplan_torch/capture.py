@@ -502,13 +502,21 @@ def _add_samples(traces, clock: _Clock, fwd_samples, bwd_samples) -> None:
 
 
 def _fsdp_fields(block: nn.Module, name: str, world_size: int,
-                 collectives: Optional[distributed.CollectiveSync]) -> dict:
-    """A block's "fsdp" object: its buffer sizes and the median time of
-    the all-gathers and reduce-scatters FSDP2 issued for it."""
+                 collectives: Optional[distributed.CollectiveSync], log: AllocationLog) -> dict:
+    """A block's "fsdp" object: its buffer sizes, the median time of the
+    all-gathers and reduce-scatters FSDP2 issued for it, and the scratch
+    the collective itself allocates and frees while it runs (gloo copies
+    through a temporary the size of the all-gather output; NCCL does not),
+    the most over the step's calls, from the allocation record."""
     fields = distributed.fsdp_block_bytes(block, world_size)
     for kind in ("all_gather", "reduce_scatter"):
         spans = collectives.fsdp_ms.get((kind, name), []) if collectives else []
         fields[f"{kind}_ms"] = round(statistics.median(spans), 6) if spans else 0.0
+        scratch = 0
+        marks = log.collectives.fsdp_marks.get((kind, name), []) if log.collectives else []
+        for begin, end in marks:
+            scratch = max(scratch, log.peak(begin, end) - max(log.live(begin), log.live(end)))
+        fields[f"{kind}_workspace_bytes"] = scratch
     return fields
 
 
@@ -702,7 +710,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         blocks_bwd_ms += sum(op.bwd_ms for op in trace.ops)
         if parallel is not None and parallel["fsdp"]:
             record.fsdp = _fsdp_fields(found[i][1], trace.name, parallel["world_size"],
-                                       collectives)
+                                       collectives, log)
         records.append(record)
 
     first, last = traces[0], traces[-1]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -131,15 +131,20 @@ class CollectiveSync(TorchDispatchMode):
     settle: sleep briefly after each collective so the gloo worker releases
       the Work before the caller can drop the tensors (for allocation
       records; see the module docstring). Off when timing.
+    mark: when given, called with a label before and after each FSDP2
+      collective (AllocationLog.mark), and `fsdp_marks[(kind, fqn)]` lists
+      the (begin, end) label pairs.
     After exit, `fsdp_ms[(kind, fqn)]` lists the milliseconds of each
     all-gather ("all_gather") or reduce-scatter ("reduce_scatter") FSDP2
     issued for the module at `fqn` (its path in the root module)."""
 
-    def __init__(self, settle: bool):
+    def __init__(self, settle: bool, mark: Optional[Callable[[str], None]] = None):
         super().__init__()
         self.settle = settle
+        self.mark = mark
         self.label: Optional[Tuple[str, str]] = None
         self.fsdp_ms: Dict[Tuple[str, str], List[float]] = defaultdict(list)
+        self.fsdp_marks: Dict[Tuple[str, str], List[Tuple[str, str]]] = defaultdict(list)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -152,6 +157,12 @@ class CollectiveSync(TorchDispatchMode):
             return func(*args, **kwargs)
         if namespace not in ("c10d", "_c10d_functional"):
             return func(*args, **kwargs)
+        label = self.label if namespace == "c10d" else None
+        marks = None
+        if label is not None and self.mark is not None:
+            n = len(self.fsdp_marks[label])
+            marks = (f"{label[0]}:{label[1]}:{n}:begin", f"{label[0]}:{label[1]}:{n}:end")
+            self.mark(marks[0])
         begin = time.perf_counter()
         out = func(*args, **kwargs)
         for work in _works(out):
@@ -161,9 +172,12 @@ class CollectiveSync(TorchDispatchMode):
                 if isinstance(t, torch.Tensor):
                     torch.ops._c10d_functional.wait_tensor(t)
         elapsed_ms = (time.perf_counter() - begin) * 1e3
-        if namespace == "c10d" and self.label is not None:
-            self.fsdp_ms[self.label].append(elapsed_ms)
-            self.label = None
         if self.settle:
             time.sleep(_SETTLE_S)
+        if label is not None:
+            self.fsdp_ms[label].append(elapsed_ms)
+            self.label = None
+            if marks is not None:
+                self.mark(marks[1])
+                self.fsdp_marks[label].append(marks)
         return out

@@ -71,7 +71,8 @@ class AllocationLog:
 
     Inside a torch.distributed process group, collectives complete before
     they return while the log records (distributed.CollectiveSync): gloo
-    frees on its worker threads, which the record would miss."""
+    frees on its worker threads, which the record would miss. FSDP2's
+    all-gathers and reduce-scatters are marked (`collectives.fsdp_marks`)."""
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
@@ -84,9 +85,10 @@ class AllocationLog:
         activities = [ProfilerActivity.CPU]
         if self.device.type == "cuda":
             activities.append(ProfilerActivity.CUDA)
-        self._collectives = distributed.CollectiveSync(settle=True) if distributed.active() else None
-        if self._collectives is not None:
-            self._collectives.__enter__()
+        self.collectives = (distributed.CollectiveSync(settle=True, mark=self.mark)
+                            if distributed.active() else None)
+        if self.collectives is not None:
+            self.collectives.__enter__()
         self._profiler = profile(activities=activities, profile_memory=True)
         self._profiler.__enter__()
         return self
@@ -101,8 +103,8 @@ class AllocationLog:
 
     def __exit__(self, *exc) -> None:
         self._profiler.__exit__(*exc)
-        if self._collectives is not None:
-            self._collectives.__exit__(*exc)
+        if self.collectives is not None:
+            self.collectives.__exit__(*exc)
         if exc[0] is not None:
             return
         wanted = "CPU" if self.device.type == "cpu" else "CUDA"
