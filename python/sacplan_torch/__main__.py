@@ -3,11 +3,16 @@
 Both take a training setup as `FILE.py:FUNCTION` (or `MODULE:FUNCTION`):
 a function returning sacplan_torch.Setup, called with the `--arg KEY=VALUE`
 pairs given (values that read as numbers are passed as numbers).
+
+Under torchrun (RANK and WORLD_SIZE set) both join the process group first
+(gloo; nccl when CUDA is available) and every rank runs the setup; capture
+then writes one profile per rank, to the -o path with `{rank}` replaced.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .capture import capture
@@ -38,18 +43,38 @@ def _mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:.2f} MB"
 
 
+def _join_process_group() -> int:
+    """Joins torchrun's process group when launched by torchrun; returns
+    this process's rank (0 without torchrun)."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return 0
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank()
+
+
 def _cmd_capture(ns) -> int:
+    rank = _join_process_group()
+    many = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if many and "{rank}" not in ns.output:
+        raise SacplanError("-o: under torchrun every rank writes its own profile; "
+                           "put {rank} in the path (profile.rank{rank}.json)")
+    output = ns.output.replace("{rank}", str(rank))
     setup = load_setup(ns.setup, **_parse_args(ns.arg))
     optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
     profile = capture(setup.model, setup.step, blocks=setup.blocks, optimizer=optimizer,
-                      path=ns.output, name=setup.name, warmup=ns.warmup, repeats=ns.repeats,
-                      progress=sys.stderr.isatty())
+                      path=output, name=setup.name, warmup=ns.warmup, repeats=ns.repeats,
+                      progress=sys.stderr.isatty() and rank == 0, sp=ns.sp)
     ops = len(profile["blocks"][0]["ops"])
-    print(f"wrote {ns.output}: {setup.name}, {len(profile['blocks'])} blocks of {ops} ops")
+    print(f"wrote {output}: {setup.name}, {len(profile['blocks'])} blocks of {ops} ops")
     return 0
 
 
 def _cmd_check(ns) -> int:
+    _join_process_group()
     plan = load_plan(ns.plan)
     setup = load_setup(ns.setup, **_parse_args(ns.arg))
     apply_plan(setup.model, plan, blocks=setup.blocks, model_name=setup.name)
@@ -86,6 +111,8 @@ def main(argv=None) -> int:
     cap.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     cap.add_argument("--repeats", type=int, default=3,
                      help="timed steps; op times are their medians (default 3)")
+    cap.add_argument("--sp", type=int, default=1,
+                     help="sequence-parallel degree the blocks run at (default 1)")
     chk.add_argument("--plan", required=True, help="plan.json (sacplan plan --semantics torch-sac)")
     chk.add_argument("--steps", type=int, default=3,
                      help="measured steps after one warm-up step (default 3)")

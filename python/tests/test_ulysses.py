@@ -4,6 +4,7 @@ collective in backward. ulysses_worker.py runs the ranks (torchrun, gloo)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -99,3 +100,41 @@ def test_backward_never_reissues_collectives(layout):
                 assert plain[name] == 2 * blocks, (rank, name, plain)
                 assert planned.get(name, 0) == plain[name], (rank, name, planned)
                 assert control.get(name, 0) == 2 * plain[name], (rank, name, control)
+
+
+# Per-rank peaks: (size, world size, sp). Two sizes, 2 and 4 ranks.
+MEMORY_CASES = [(size, world, sp) for size in ("small", "large")
+                for world, sp in ((2, 2), (4, 4))]
+TOLERANCE = 0.03
+
+
+@pytest.mark.parametrize("size,world,sp", MEMORY_CASES)
+def test_measured_peak_per_rank_matches_prediction(size, world, sp, tmp_path, free_port):
+    """Every rank captures its own profile; the none, full and optimal plans
+    made from rank 0's profile are applied on every rank; each rank's
+    measured peak is within 3% of `sacplan simulate` on its own profile."""
+    from sacplan_cli import sacplan_binary
+
+    torchrun(world, ["memory", sp, size, tmp_path, sacplan_binary()],
+             free_port + 10 + world + (0 if size == "small" else 20))
+    rows = {}
+    for rank in range(world):
+        with open(tmp_path / f"result.rank{rank}.json", encoding="utf-8") as f:
+            for label, (predicted, measured) in json.load(f).items():
+                rows[(rank, label)] = (predicted, measured)
+    table = "\n".join(f"  rank {r} {label:8s} predicted {p:>11,d}  measured {m:>11,d}  "
+                      f"{100 * (p - m) / m:+.2f}%" for (r, label), (p, m) in rows.items())
+    print(f"\nulysses {size} world {world} sp {sp}:\n{table}")
+    for key, (predicted, measured) in rows.items():
+        assert abs(predicted - measured) <= TOLERANCE * measured, f"{key}\n{table}"
+    for rank in range(world):
+        # The plans span a real range, or matching them proves little.
+        assert rows[(rank, "none")][1] > 1.2 * rows[(rank, "full")][1], table
+
+
+@pytest.mark.parametrize("sp,message", [(2, "sp 2 is larger than the world size 1"),
+                                        (0, "sp must be an integer >= 1")])
+def test_capture_refuses_an_sp_the_ranks_cannot_have(sp, message):
+    setup = worker.ulysses_dit.setup(worker.SIZE, distributed=False)
+    with pytest.raises(worker.sacplan_torch.SacplanError, match=message):
+        worker.sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks, sp=sp)
