@@ -1,6 +1,9 @@
 // A LLaMA decoder block (HF LlamaDecoderLayer names): pre-RMSNorm,
 // grouped-query causal attention with RoPE, SwiGLU MLP. Unlike Wan, the
-// residual stream stays in the activation dtype.
+// residual stream stays in the activation dtype. Under Ulysses sequence
+// parallel (sp > 1) a rank holds tokens / sp; all-to-alls of q, k, v and
+// the attention output let attention see every token for heads / sp (and
+// kv_heads / sp).
 #include "op_builder.h"
 
 namespace sacplan {
@@ -12,9 +15,9 @@ namespace {
 constexpr const char* kF32 = "float32";
 }  // namespace
 
-Block BuildLlamaBlock(const ModelConfig& c, int index) {
+Block BuildLlamaBlock(const ModelConfig& c, int index, int sp) {
   const std::string& act = c.act_dtype;
-  const int64_t b = c.batch, s = c.tokens, d = c.dim, f = c.ffn;
+  const int64_t b = c.batch, s = c.tokens / sp, d = c.dim, f = c.ffn;
   const int64_t head_dim = d / c.heads;
   const int64_t kv_dim = c.kv_heads * head_dim;
   BlockBuilder bb(c, index);
@@ -37,16 +40,27 @@ Block BuildLlamaBlock(const ModelConfig& c, int index) {
   bb.AddOp("self_attn.rope_k", "rope", {"self_attn.k_proj.out", "rope"},
            {MakeTensor("self_attn.rope_k.out", {b, s, kv_dim}, act)}, {"rope"}, 6);
 
-  const std::vector<std::string> qkv = {"self_attn.rope_q.out", "self_attn.rope_k.out",
-                                        "self_attn.v_proj.out"};
+  std::vector<std::string> qkv = {"self_attn.rope_q.out", "self_attn.rope_k.out",
+                                  "self_attn.v_proj.out"};
+  // What attention sees: every token, heads / sp of them under Ulysses.
+  const int64_t attn_s = c.tokens, attn_d = d / sp;
+  if (sp > 1) {
+    qkv[0] = bb.AddAllToAll("self_attn.a2a_q", qkv[0], {b, attn_s, attn_d});
+    qkv[1] = bb.AddAllToAll("self_attn.a2a_k", qkv[1], {b, attn_s, kv_dim / sp});
+    qkv[2] = bb.AddAllToAll("self_attn.a2a_v", qkv[2], {b, attn_s, kv_dim / sp});
+  }
   Op& attn = bb.AddOp("self_attn.attn", "attention", qkv,
-                      {MakeTensor("self_attn.attn.out", {b, s, d}, act),
-                       MakeTensor("self_attn.attn.lse", {b, c.heads, s}, kF32, false)},
+                      {MakeTensor("self_attn.attn.out", {b, attn_s, attn_d}, act),
+                       MakeTensor("self_attn.attn.lse", {b, c.heads / sp, attn_s}, kF32,
+                                  false)},
                       {qkv[0], qkv[1], qkv[2], "self_attn.attn.out", "self_attn.attn.lse"},
                       0);
   // Causal: half of the dense 4·s²·d (GQA shares K/V, not FLOPs).
-  attn.flops = 2.0 * b * static_cast<double>(s) * s * d * c.attn_density;
-  bb.AddLinear("self_attn.o_proj", "self_attn.attn.out", d, false, act);
+  attn.flops = 2.0 * b * static_cast<double>(attn_s) * attn_s * attn_d * c.attn_density;
+  const std::string attn_out =
+      sp > 1 ? bb.AddAllToAll("self_attn.a2a_out", "self_attn.attn.out", {b, s, d})
+             : "self_attn.attn.out";
+  bb.AddLinear("self_attn.o_proj", attn_out, d, false, act);
   bb.AddOp("residual1", "add", {"x", "self_attn.o_proj.out"},
            {MakeTensor("residual1.out", {b, s, d}, act)}, {}, 1);
 

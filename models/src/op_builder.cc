@@ -82,6 +82,15 @@ Op& BlockBuilder::AddLinear(const std::string& id, const std::string& input,
   return op;
 }
 
+std::string BlockBuilder::AddAllToAll(const std::string& id, const std::string& input,
+                                      std::vector<int64_t> shape) {
+  const std::string dtype = Tensor(input).dtype;
+  Op& op = AddOp(id, "all_to_all", {input},
+                 {MakeTensor(id + ".out", std::move(shape), dtype)}, {}, 0);
+  op.collective = true;
+  return id + ".out";
+}
+
 void BlockBuilder::SetParams(Op& op, int64_t count) const {
   op.param_bytes = count * DtypeBytes(config_.param_dtype);
 }

@@ -39,6 +39,14 @@ class BlockBuilder {
   Op& AddLinear(const std::string& id, const std::string& input,
                 int64_t out_features, bool bias, const std::string& out_dtype);
 
+  // A Ulysses all-to-all "<id>" (kind "all_to_all", a collective) that
+  // re-splits `input` across the sequence-parallel group: its output
+  // "<id>.out" has `shape` and the input's dtype. Its backward is the
+  // reverse all-to-all of the gradient, which reads nothing saved. Returns
+  // the output id.
+  std::string AddAllToAll(const std::string& id, const std::string& input,
+                          std::vector<int64_t> shape);
+
   // The param-dtype bytes of `count` parameters, set on the op as the
   // gradient its backward allocates.
   void SetParams(Op& op, int64_t count) const;

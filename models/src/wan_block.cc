@@ -3,6 +3,10 @@
 //   x += cross_attn(norm3(x), context); x += gate2 * ffn(norm2(x)*(1+scale)+shift)
 // The residual stream and the modulation run in fp32 (Wan wraps them in
 // autocast(float32)); what feeds a linear is emitted in the activation dtype.
+// Under Ulysses sequence parallel (sp > 1) a rank holds tokens / sp of the
+// stream; self-attention trades that split for one over heads through
+// all-to-alls of q, k, v and the output. Cross-attention needs none: every
+// rank holds the whole text context.
 #include "op_builder.h"
 
 namespace sacplan {
@@ -16,12 +20,15 @@ constexpr const char* kF32 = "float32";
 
 // q/k/v/o projections with RMS qk-norm, shared by self- and cross-attention.
 // `q_in` is the query source, `kv_in` the key/value source ([b, kv_len, d]).
-void AddAttention(BlockBuilder& bb, const ModelConfig& c,
+void AddAttention(BlockBuilder& bb, const ModelConfig& c, int sp,
                   const std::string& prefix, const std::string& q_in,
                   const std::string& kv_in, bool self_attention) {
   const std::string& act = c.act_dtype;
-  const int64_t b = c.batch, s = c.tokens, d = c.dim;
+  const int64_t b = c.batch, s = c.tokens / sp, d = c.dim;
   const int64_t kv_len = self_attention ? c.tokens : c.text_tokens;
+  const bool ulysses = self_attention && sp > 1;
+  // What attention itself sees: all tokens and heads / sp under Ulysses.
+  const int64_t attn_s = ulysses ? c.tokens : s, attn_d = ulysses ? d / sp : d;
 
   auto norm = [&](const std::string& id, const std::string& in) {
     Op& op = bb.AddOp(id, "rms_norm", {in},
@@ -47,25 +54,34 @@ void AddAttention(BlockBuilder& bb, const ModelConfig& c,
     q = prefix + ".rope_q.out";
     k = prefix + ".rope_k.out";
   }
-  const std::string v = prefix + ".v.out";
+  std::string v = prefix + ".v.out";
+  if (ulysses) {
+    q = bb.AddAllToAll(prefix + ".a2a_q", q, {b, attn_s, attn_d});
+    k = bb.AddAllToAll(prefix + ".a2a_k", k, {b, attn_s, attn_d});
+    v = bb.AddAllToAll(prefix + ".a2a_v", v, {b, attn_s, attn_d});
+  }
   const std::string attn = prefix + ".attn";
   // Flash attention keeps the output and the log-sum-exp for its backward.
   Op& op = bb.AddOp(attn, "attention", {q, k, v},
-                    {MakeTensor(attn + ".out", {b, s, d}, act),
-                     MakeTensor(attn + ".lse", {b, c.heads, s}, kF32, false)},
+                    {MakeTensor(attn + ".out", {b, attn_s, attn_d}, act),
+                     MakeTensor(attn + ".lse", {b, c.heads / (ulysses ? sp : 1), attn_s},
+                                kF32, false)},
                     {q, k, v, attn + ".out", attn + ".lse"}, 0);
   // 4·s·kv·d: QK^T and PV, 2 FLOPs per MAC. Only self-attention is sparse
   // (block-sparse video attention); 512 text tokens are always dense.
   const double density = self_attention ? c.attn_density : 1.0;
-  op.flops = 4.0 * b * static_cast<double>(s) * kv_len * d * density;
-  bb.AddLinear(prefix + ".o", attn + ".out", d, true, act);
+  op.flops = 4.0 * b * static_cast<double>(attn_s) * kv_len * attn_d * density;
+  const std::string out =
+      ulysses ? bb.AddAllToAll(prefix + ".a2a_out", attn + ".out", {b, s, d})
+              : attn + ".out";
+  bb.AddLinear(prefix + ".o", out, d, true, act);
 }
 
 // norm(x) * (1 + scale) + shift, in the activation dtype for the linears.
-void AddNormModulate(BlockBuilder& bb, const ModelConfig& c,
+void AddNormModulate(BlockBuilder& bb, const ModelConfig& c, int sp,
                      const std::string& norm, const std::string& modulate,
                      const std::string& x) {
-  const int64_t b = c.batch, s = c.tokens, d = c.dim;
+  const int64_t b = c.batch, s = c.tokens / sp, d = c.dim;
   bb.AddOp(norm, "layer_norm", {x},
            {MakeTensor(norm + ".out", {b, s, d}, kF32),
             MakeTensor(norm + ".stats", {b, s, 2}, kF32, false)},
@@ -76,10 +92,10 @@ void AddNormModulate(BlockBuilder& bb, const ModelConfig& c,
 }
 
 // x + y * gate: the gate product in fp32, then the residual add.
-void AddGatedResidual(BlockBuilder& bb, const ModelConfig& c,
+void AddGatedResidual(BlockBuilder& bb, const ModelConfig& c, int sp,
                       const std::string& gate, const std::string& residual,
                       const std::string& x, const std::string& y) {
-  const int64_t b = c.batch, s = c.tokens, d = c.dim;
+  const int64_t b = c.batch, s = c.tokens / sp, d = c.dim;
   bb.AddOp(gate, "elementwise", {y, "modulation.out"},
            {MakeTensor(gate + ".out", {b, s, d}, kF32)}, {y, "modulation.out"},
            /*flops_per_element=*/1);
@@ -90,9 +106,9 @@ void AddGatedResidual(BlockBuilder& bb, const ModelConfig& c,
 
 }  // namespace
 
-Block BuildWanBlock(const ModelConfig& c, int index) {
+Block BuildWanBlock(const ModelConfig& c, int index, int sp) {
   const std::string& act = c.act_dtype;
-  const int64_t b = c.batch, s = c.tokens, d = c.dim, f = c.ffn;
+  const int64_t b = c.batch, s = c.tokens / sp, d = c.dim, f = c.ffn;
   BlockBuilder bb(c, index);
   bb.AddInput(MakeTensor("x", {b, s, d}, kF32), InputKind::kCarried);
   bb.AddInput(MakeTensor("e", {b, 6, d}, kF32), InputKind::kShared);
@@ -106,9 +122,9 @@ Block BuildWanBlock(const ModelConfig& c, int index) {
                      {MakeTensor("modulation.out", {b, 6, d}, kF32)}, {}, 1);
   bb.SetParams(mod, 6 * d);
 
-  AddNormModulate(bb, c, "norm1", "modulate1", "x");
-  AddAttention(bb, c, "self_attn", "modulate1.out", "modulate1.out", true);
-  AddGatedResidual(bb, c, "gate1", "residual1", "x", "self_attn.o.out");
+  AddNormModulate(bb, c, sp, "norm1", "modulate1", "x");
+  AddAttention(bb, c, sp, "self_attn", "modulate1.out", "modulate1.out", true);
+  AddGatedResidual(bb, c, sp, "gate1", "residual1", "x", "self_attn.o.out");
 
   // norm3 is an affine LayerNorm (cross_attn_norm=True) whose output goes
   // straight into the cross-attention query, so it is emitted in act dtype.
@@ -117,17 +133,17 @@ Block BuildWanBlock(const ModelConfig& c, int index) {
                         MakeTensor("norm3.stats", {b, s, 2}, kF32, false)},
                        {"residual1.out", "norm3.stats"}, 5);
   bb.SetParams(norm3, 2 * d);
-  AddAttention(bb, c, "cross_attn", "norm3.out", "context", false);
+  AddAttention(bb, c, sp, "cross_attn", "norm3.out", "context", false);
   // The cross-attention residual is ungated.
   bb.AddOp("residual2", "add", {"residual1.out", "cross_attn.o.out"},
            {MakeTensor("residual2.out", {b, s, d}, kF32)}, {}, 1);
 
-  AddNormModulate(bb, c, "norm2", "modulate2", "residual2.out");
+  AddNormModulate(bb, c, sp, "norm2", "modulate2", "residual2.out");
   bb.AddLinear("ffn.0", "modulate2.out", f, true, act);
   bb.AddOp("ffn.1", "gelu", {"ffn.0.out"}, {MakeTensor("ffn.1.out", {b, s, f}, act)},
            {"ffn.0.out"}, /*flops_per_element=*/8);  // tanh approximation
   bb.AddLinear("ffn.2", "ffn.1.out", d, true, act);
-  AddGatedResidual(bb, c, "gate2", "residual3", "residual2.out", "ffn.2.out");
+  AddGatedResidual(bb, c, sp, "gate2", "residual3", "residual2.out", "ffn.2.out");
   return bb.Finish("residual3.out");
 }
 

@@ -209,6 +209,10 @@ absl::Status CheckTotals(const Model& model) {
       add(op.param_bytes);
       total_ms += op.fwd_ms + op.bwd_ms;
     }
+    add(block.fsdp.unsharded_param_bytes);
+    add(block.fsdp.sharded_grad_bytes);
+    add(block.fsdp.reduce_scatter_bytes);
+    total_ms += block.fsdp.all_gather_ms + block.fsdp.reduce_scatter_ms;
   }
   const FixedMemory& f = model.fixed;
   for (int64_t bytes : {f.param_bytes, f.optimizer_state_bytes, f.nonblock_grad_bytes,
@@ -243,6 +247,11 @@ absl::Status ValidateModel(const Model& model) {
     RETURN_IF_ERROR(ValidateBlock(model.blocks[i]));
   }
   RETURN_IF_ERROR(CheckBlocksConnect(model.blocks));
+  RETURN_IF_ERROR(ValidateParallelConfig(model.parallel));
+  for (size_t i = 0; i < model.blocks.size(); ++i) {
+    RETURN_IF_ERROR(ValidateBlockFsdp(model.blocks[i].fsdp, model.parallel.fsdp,
+                                      static_cast<int>(i)));
+  }
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
       f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 ||

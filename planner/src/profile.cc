@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "parallel_json.h"
 #include "sacplan/planner/json_reader.h"
 #include "sacplan/status_macros.h"
 
@@ -103,7 +104,8 @@ json OpToJson(const Op& op) {
   return doc;
 }
 
-absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
+absl::Status ReadBlock(const json& j, const std::string& path, bool fsdp_on,
+                       Block& block) {
   RETURN_IF_ERROR(json_reader::RequireObject(j, path));
   RETURN_IF_ERROR(
       json_reader::ReadInt32(j, "index", path, true, block.index, kIndexRange));
@@ -131,7 +133,7 @@ absl::Status ReadBlock(const json& j, const std::string& path, Block& block) {
     RETURN_IF_ERROR(ReadOp((*ops)[i], absl::StrCat(path, ".ops[", i, "]"), op));
     block.ops.push_back(std::move(op));
   }
-  return absl::OkStatus();
+  return ReadBlockFsdp(j, path, fsdp_on, block.fsdp);
 }
 
 absl::Status ReadFixed(const json& j, FixedMemory& f) {
@@ -198,6 +200,7 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
     RETURN_IF_ERROR(json_reader::RequireObject(*measurement, "measurement"));
     p.measurement = *measurement;
   }
+  RETURN_IF_ERROR(ReadParallel(doc, p.model.parallel));
   const json* fixed = json_reader::Find(doc, "fixed");
   if (fixed == nullptr) return json_reader::Error("fixed", "missing");
   RETURN_IF_ERROR(ReadFixed(*fixed, p.model.fixed));
@@ -206,7 +209,8 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
   RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
   for (size_t i = 0; i < blocks->size(); ++i) {
     Block block;
-    RETURN_IF_ERROR(ReadBlock((*blocks)[i], absl::StrCat("blocks[", i, "]"), block));
+    RETURN_IF_ERROR(ReadBlock((*blocks)[i], absl::StrCat("blocks[", i, "]"),
+                              p.model.parallel.fsdp, block));
     p.model.blocks.push_back(std::move(block));
   }
   RETURN_IF_ERROR(ValidateModel(p.model));
@@ -239,6 +243,7 @@ json ProfileToJson(const Profile& p) {
                       {"inputs", inputs},
                       {"output", block.output},
                       {"ops", ops}});
+    if (p.model.parallel.fsdp) blocks.back()["fsdp"] = BlockFsdpToJson(block.fsdp);
   }
   const FixedMemory& f = p.model.fixed;
   json doc = {{"schema", kProfileSchema},
@@ -259,6 +264,8 @@ json ProfileToJson(const Profile& p) {
             {"optimizer_ms", f.optimizer_ms}}},
           {"blocks", blocks}};
   if (!p.measurement.empty()) doc["measurement"] = p.measurement;
+  // A single-rank profile stays as it was before the field existed.
+  if (!p.model.parallel.single_rank()) doc["parallel"] = ParallelToJson(p.model.parallel);
   return doc;
 }
 

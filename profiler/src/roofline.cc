@@ -27,8 +27,12 @@ double KernelMs(const DevicePreset& d, double flops, double efficiency,
   return std::max(compute_ms, memory_ms) + kernels * d.launch_overhead_ms;
 }
 
-void TimeOp(const DevicePreset& d, Op& op) {
-  if (op.kind == "linear") {
+void TimeOp(const DevicePreset& d, int sp, Op& op) {
+  if (op.kind == "all_to_all") {
+    // The backward is the reverse all-to-all of a same-sized gradient.
+    op.fwd_ms = AllToAllMs(d, sp, op.outputs.at(0).bytes);
+    op.bwd_ms = op.fwd_ms;
+  } else if (op.kind == "linear") {
     op.fwd_ms = KernelMs(d, op.flops, d.gemm_efficiency, op.bytes_moved, 1);
     op.bwd_ms = KernelMs(d, kLinearBwdFlops * op.flops, d.gemm_efficiency,
                          kBwdBytes * op.bytes_moved, 2);  // dgrad + wgrad
@@ -47,11 +51,36 @@ void TimeOp(const DevicePreset& d, Op& op) {
   }
 }
 
+// (ranks - 1) / ranks of `bytes` over the group's link, in ms.
+double GroupTransferMs(const DevicePreset& d, int ranks, int64_t bytes) {
+  if (ranks <= 1) return 0;
+  const double share = static_cast<double>(ranks - 1) / ranks;
+  return share * static_cast<double>(bytes) / (GroupBandwidthGbps(d, ranks) * 1e9) * 1e3;
+}
+
 }  // namespace
 
+double GroupBandwidthGbps(const DevicePreset& device, int ranks) {
+  return ranks <= kRanksPerNode ? device.nvlink_gbps : device.ib_gbps;
+}
+
+double RingCollectiveMs(const DevicePreset& device, int ranks, int64_t full_bytes) {
+  return GroupTransferMs(device, ranks, full_bytes);
+}
+
+double AllToAllMs(const DevicePreset& device, int ranks, int64_t bytes) {
+  return GroupTransferMs(device, ranks, bytes);
+}
+
 void ApplyRoofline(const DevicePreset& device, Model& model) {
+  const ParallelConfig& parallel = model.parallel;
   for (Block& block : model.blocks) {
-    for (Op& op : block.ops) TimeOp(device, op);
+    for (Op& op : block.ops) TimeOp(device, parallel.sp, op);
+    if (!parallel.fsdp) continue;
+    block.fsdp.all_gather_ms = RingCollectiveMs(device, parallel.world_size,
+                                                block.fsdp.unsharded_param_bytes);
+    block.fsdp.reduce_scatter_ms = RingCollectiveMs(device, parallel.world_size,
+                                                    block.fsdp.reduce_scatter_bytes);
   }
   FixedMemory& fixed = model.fixed;
   // Without the config only the head buffers are known: write and read them.
@@ -77,10 +106,14 @@ void ApplyRooflineNonBlock(const DevicePreset& device, const NonBlockCost& cost,
 }
 
 absl::StatusOr<Profile> RooflineProfile(const ModelConfig& config,
-                                        const DevicePreset& device) {
-  ASSIGN_OR_RETURN(Model model, BuildModelGraph(config));
+                                        const DevicePreset& device,
+                                        const ParallelConfig& parallel) {
+  ASSIGN_OR_RETURN(Model model, BuildModelGraph(config, parallel));
   ApplyRoofline(device, model);
-  ApplyRooflineNonBlock(device, NonBlockCostOf(config), model.fixed);
+  // The head and the embeddings run on this rank's tokens.
+  ModelConfig rank = config;
+  rank.tokens /= parallel.sp;
+  ApplyRooflineNonBlock(device, NonBlockCostOf(rank), model.fixed);
   Profile profile;
   profile.source = "roofline";
   profile.device = device.name;

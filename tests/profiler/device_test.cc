@@ -47,6 +47,21 @@ TEST(DeviceTest, DatasheetNumbers) {
   EXPECT_LE(h100.attn_fwd_efficiency, 0.65);
 }
 
+TEST(DeviceTest, InterconnectsMatchTheirDatasheets) {
+  // NVLink4: 900 GB/s both ways on H100/H200 SXM; NVLink3 600 on A100 SXM;
+  // NDR 400 Gb/s and HDR 200 Gb/s InfiniBand per GPU.
+  EXPECT_EQ(DeviceByName("h100")->nvlink_gbps, 450);
+  EXPECT_EQ(DeviceByName("h200")->nvlink_gbps, 450);
+  EXPECT_EQ(DeviceByName("a100")->nvlink_gbps, 300);
+  EXPECT_EQ(DeviceByName("h100")->ib_gbps, 50);
+  EXPECT_EQ(DeviceByName("a100")->ib_gbps, 25);
+  for (const std::string& name : DeviceNames()) {
+    const DevicePreset d = *DeviceByName(name);
+    EXPECT_GT(d.ib_gbps, 0) << name;
+    EXPECT_GE(d.nvlink_gbps, d.ib_gbps) << name;
+  }
+}
+
 TEST(DeviceTest, UnknownDeviceIsNotFoundNamingKnownOnes) {
   absl::StatusOr<DevicePreset> d = DeviceByName("b200");
   ASSERT_EQ(d.status().code(), absl::StatusCode::kNotFound);

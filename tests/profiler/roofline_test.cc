@@ -158,5 +158,28 @@ TEST(RooflineTest, BadConfigIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(RooflineTest, CollectivesTakeTheirShareOfTheGroupsLink) {
+  const DevicePreset d = H100();
+  // 7/8 of the bytes leave each rank, at NVLink's 450 GB/s within a node.
+  EXPECT_NEAR(AllToAllMs(d, 8, 450'000'000), 0.875, 1e-12);
+  EXPECT_NEAR(RingCollectiveMs(d, 2, 900'000'000), 1.0, 1e-12);
+  // Beyond a node a ring runs at the InfiniBand NIC's 50 GB/s.
+  EXPECT_NEAR(RingCollectiveMs(d, 16, 800'000'000), 15.0, 1e-12);
+  EXPECT_EQ(AllToAllMs(d, 1, 1'000'000), 0);
+
+  absl::StatusOr<Profile> p =
+      RooflineProfile(Config("wan2.1-14b"), d, {16, true, 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  const Block& block = p->model.blocks[0];
+  const Op& a2a = FindOp(block, "self_attn.a2a_q");
+  EXPECT_NEAR(a2a.fwd_ms, AllToAllMs(d, 8, a2a.outputs[0].bytes), 1e-12);
+  EXPECT_EQ(a2a.bwd_ms, a2a.fwd_ms);
+  EXPECT_GT(a2a.fwd_ms, 0);
+  EXPECT_NEAR(block.fsdp.all_gather_ms,
+              15.0 / 16 * block.fsdp.unsharded_param_bytes / 50e9 * 1e3, 1e-9);
+  EXPECT_NEAR(block.fsdp.reduce_scatter_ms,
+              15.0 / 16 * block.fsdp.reduce_scatter_bytes / 50e9 * 1e3, 1e-9);
+}
+
 }  // namespace
 }  // namespace sacplan

@@ -14,11 +14,28 @@ namespace sacplan {
 // (parameters, gradients, optimizer state, head). Ops carry shapes, bytes,
 // FLOPs, bytes moved, backward needs and param bytes; times are left 0 for a
 // profiler to fill. InvalidArgument for an invalid config.
-absl::StatusOr<Model> BuildModelGraph(const ModelConfig& config);
+//
+// With `parallel` the graph is one rank's (docs/memory_model.md#many-gpus):
+// sequence parallel splits the tokens of every op but attention, which
+// sees all tokens for heads / sp between all-to-all ops; FSDP shards the
+// fixed memory over world_size ranks and fills each block's BlockFsdp.
+// InvalidArgument for a parallel config that breaks its rules or a sp that
+// does not divide the heads, the KV heads or the tokens.
+absl::StatusOr<Model> BuildModelGraph(const ModelConfig& config,
+                                      const ParallelConfig& parallel = {});
 
-// One Wan2.1 WanAttentionBlock / one LLaMA decoder block.
-Block BuildWanBlock(const ModelConfig& config, int index);
-Block BuildLlamaBlock(const ModelConfig& config, int index);
+// The parallel config's own rules and whether `config` can be split that
+// way; InvalidArgument, one line naming the field ("sp 3 does not divide
+// heads (40)").
+absl::Status ValidateParallelFor(const ModelConfig& config,
+                                 const ParallelConfig& parallel);
+
+// One Wan2.1 WanAttentionBlock / one LLaMA decoder block, as one rank of a
+// sequence-parallel group of `sp` ranks sees it (sp must divide the
+// tokens and the heads). At sp 1 no all-to-all op is added; at sp > 1 the
+// ops of sp 1 keep their ids.
+Block BuildWanBlock(const ModelConfig& config, int index, int sp = 1);
+Block BuildLlamaBlock(const ModelConfig& config, int index, int sp = 1);
 
 // Forward work outside the blocks (patch/text/time embeddings and head for
 // Wan; token embedding, final norm, lm_head and loss for LLaMA), for

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sacplan/planner/parallel.h"
 
 namespace sacplan {
 
@@ -78,6 +79,7 @@ struct Block {
   std::vector<Op> ops;             // topological order
   // Id of the op output handed to the next block (the new residual stream).
   std::string output;
+  BlockFsdp fsdp;  // all zero unless the model's parallel.fsdp
 };
 
 // Memory that does not depend on the checkpointing plan.
@@ -109,6 +111,7 @@ struct FixedMemory {
 struct Model {
   std::vector<Block> blocks;
   FixedMemory fixed;
+  ParallelConfig parallel;  // the rank's job; default: a single rank
 };
 
 // Checks the structural invariants every consumer relies on: unique ids,
@@ -123,7 +126,8 @@ absl::Status ValidateBlock(const Block& block);
 // to spare, so they need no overflow checks of their own.
 inline constexpr int64_t kMaxModelTotalBytes = int64_t{1} << 62;
 
-// ValidateBlock for every block, blocks that connect, fixed memory and
+// ValidateBlock for every block, blocks that connect, the parallel config
+// and each block's FSDP fields (parallel.h), fixed memory and
 // times that are >= 0 and finite, and byte counts (tensors, workspaces,
 // parameters, fixed memory) whose sum is at most kMaxModelTotalBytes.
 absl::Status ValidateModel(const Model& model);

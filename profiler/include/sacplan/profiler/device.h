@@ -16,6 +16,12 @@ struct DevicePreset {
   double peak_bf16_tflops = 0; // dense tensor-core peak
   double hbm_gbps = 0;         // memory bandwidth, GB/s (1e9)
   int64_t memory_bytes = 0;    // device memory
+  // Interconnect per GPU, GB/s (1e9) in one direction: within a node
+  // (NVLink; PCIe where a card has none) and between nodes (InfiniBand).
+  // A collective over at most kRanksPerNode ranks runs at nvlink_gbps,
+  // a larger one at ib_gbps (docs/memory_model.md#many-gpus).
+  double nvlink_gbps = 0;
+  double ib_gbps = 0;
   // Achieved fractions of peak (realistic, not datasheet).
   double gemm_efficiency = 0.8;
   double attn_fwd_efficiency = 0.6;
@@ -23,6 +29,10 @@ struct DevicePreset {
   double memory_efficiency = 0.85;  // memory-bound kernels
   double launch_overhead_ms = 0.005;  // per kernel
 };
+
+// GPUs in one node (an HGX board): collective groups up to this size stay on
+// NVLink.
+inline constexpr int kRanksPerNode = 8;
 
 std::vector<std::string> DeviceNames();
 // NotFound listing the known names otherwise.
