@@ -719,7 +719,12 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     last_out_bytes = next(o.bytes for op in last.ops for o in op.outputs if o.id == last.output)
     nonblock_grad_bytes = sum(head_grads)
     end_label = f"fwd_end{len(traces) - 1}"
-    head_peak = log.peak(end_label, "bwd_start") - log.live(end_label)
+    # Under FSDP2 the head's backward runs after the root's pre-backward has
+    # all-gathered the last block: the head's bytes end there (the
+    # all-gathers are the simulator's fsdp terms, not the head's).
+    head_end = (distributed.BACKWARD_MARK if log.has(distributed.BACKWARD_MARK)
+                else "bwd_start")
+    head_peak = log.peak(end_label, head_end) - log.live(end_label)
     fixed = {
         "param_bytes": _unique_storage_bytes(params + list(model.buffers())),
         "optimizer_state_bytes": _unique_storage_bytes(optimizer_state_tensors(optimizer)),

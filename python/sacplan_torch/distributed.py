@@ -32,6 +32,11 @@ from .errors import SacplanError
 # worker thread has dropped its own reference to the Work first.
 _SETTLE_S = 0.002
 
+# The first thing FSDP2 does in backward (the root's pre-backward, which
+# all-gathers the last block ahead of the head's backward).
+BACKWARD_MARK = "fsdp:pre_backward"
+_PRE_BACKWARD = "FSDP::pre_backward"
+
 # FSDP2 names its collectives' record_function ranges "FSDP::all_gather
 # (blocks.3)" and "FSDP::post_backward_reduce (blocks.3)".
 _FSDP_LABEL = re.compile(r"^FSDP::(all_gather|post_backward_reduce) \((.+)\)$")
@@ -133,7 +138,8 @@ class CollectiveSync(TorchDispatchMode):
       records; see the module docstring). Off when timing.
     mark: when given, called with a label before and after each FSDP2
       collective (AllocationLog.mark), and `fsdp_marks[(kind, fqn)]` lists
-      the (begin, end) label pairs.
+      the (begin, end) label pairs; and with BACKWARD_MARK when FSDP2's
+      backward starts.
     After exit, `fsdp_ms[(kind, fqn)]` lists the milliseconds of each
     all-gather ("all_gather") or reduce-scatter ("reduce_scatter") FSDP2
     issued for the module at `fqn` (its path in the root module)."""
@@ -145,11 +151,16 @@ class CollectiveSync(TorchDispatchMode):
         self.label: Optional[Tuple[str, str]] = None
         self.fsdp_ms: Dict[Tuple[str, str], List[float]] = defaultdict(list)
         self.fsdp_marks: Dict[Tuple[str, str], List[Tuple[str, str]]] = defaultdict(list)
+        self.backward_marked = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         namespace = _namespace(func)
         if namespace == "profiler" and args and isinstance(args[0], str):
+            if (args[0] == _PRE_BACKWARD and self.mark is not None
+                    and not self.backward_marked):
+                self.backward_marked = True
+                self.mark(BACKWARD_MARK)
             match = _FSDP_LABEL.match(args[0])
             if match:
                 kind = "all_gather" if match.group(1) == "all_gather" else "reduce_scatter"
