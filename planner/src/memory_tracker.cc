@@ -14,6 +14,7 @@ const char* MemoryCategoryName(MemoryCategory category) {
     case MemoryCategory::kRecomputed: return "recomputed_activations";
     case MemoryCategory::kActivationGrads: return "activation_grads";
     case MemoryCategory::kWorkspace: return "workspace";
+    case MemoryCategory::kFsdpBuffers: return "fsdp_buffers";
   }
   return "unknown";
 }

@@ -9,6 +9,15 @@
 
 namespace sacplan {
 
+std::string DescribeRanks(const ParallelConfig& p) {
+  if (p.single_rank()) return "";
+  std::string how;
+  if (p.fsdp) how = "FSDP";
+  if (p.sp > 1) absl::StrAppend(&how, how.empty() ? "" : ", ", "sequence parallel ", p.sp);
+  if (how.empty()) how = "replicated";
+  return absl::StrCat("per rank of ", p.world_size, " (", how, ")");
+}
+
 absl::Status ValidateParallelConfig(const ParallelConfig& p) {
   if (p.world_size < 1 || p.world_size > kMaxWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "fsdp_step.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {
@@ -286,7 +287,12 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     return BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms,
                             held_before);
   };
-  for (int b = 0; b < block_count; ++b) interpreter(b).Forward();
+  FsdpStep fsdp(model, tracker, clock_ms);
+  for (int b = 0; b < block_count; ++b) {
+    fsdp.BeforeForward(b);
+    interpreter(b).Forward();
+    fsdp.AfterForward(b);
+  }
 
   // Head and loss, forward then backward: the last block's output is the
   // head's input; its gradient starts the blocks' backward.
@@ -306,7 +312,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   if (!schedules.back().holds_output) tracker.Free(MemoryCategory::kKept, last_out_bytes);
 
   for (int b = block_count - 1; b >= 0; --b) {
+    fsdp.BeforeBackward(b);
     interpreter(b).Backward();
+    fsdp.AfterBackward(b, model.blocks[b].bwd_ms + schedules[b].recompute_ms);
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
   }
@@ -332,8 +340,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     result.backward_ms += block.bwd_ms;
   }
   result.optimizer_ms = fixed.optimizer_ms;
+  result.comm_ms = fsdp.exposed_ms();
   result.step_ms = result.forward_ms + result.backward_ms + result.recompute_ms +
-                   result.optimizer_ms;
+                   result.optimizer_ms + result.comm_ms;
   if (options.record_timeline) result.timeline = tracker.timeline();
   return result;
 }

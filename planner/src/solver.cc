@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "candidates.h"
+#include "fsdp_step.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
 
@@ -19,7 +20,10 @@ struct Solver::BlockClass {
 // it mirrors SimulateStep (solver tests compare the two).
 struct Solver::StepConstants {
   int64_t forward_base = 0;            // + P_j + forward peak of block j
+  std::vector<int64_t> fsdp_forward;   // per block: added to forward_base
   std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
+  // Per block, FSDP: + P_j, the moment of its reduce-scatter (0 without).
+  std::vector<int64_t> reduce_scatter_base;
   int64_t head_base = 0;               // + P_L (every block's kept bytes)
   int64_t plan_independent_peak = 0;   // setup and optimizer moments
 };
@@ -43,11 +47,18 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   c.head_base = resident + 2 * last_out + fixed.head_bytes +
                 fixed.nonblock_grad_bytes + model.shared_input_grad_bytes;
   c.backward_base.assign(block_count, 0);
+  c.fsdp_forward.assign(block_count, 0);
+  c.reduce_scatter_base.assign(block_count, 0);
   int64_t later_param_grads = 0;
   for (int b = block_count - 1; b >= 0; --b) {
     c.backward_base[b] = resident + model.shared_input_grad_bytes +
-                         fixed.nonblock_grad_bytes + later_param_grads;
-    later_param_grads += model.blocks[b].param_bytes;
+                         fixed.nonblock_grad_bytes + later_param_grads +
+                         FsdpBackwardBytes(*model.model, b);
+    c.fsdp_forward[b] = FsdpForwardBytes(*model.model, b);
+    if (model.model->parallel.fsdp) {
+      c.reduce_scatter_base[b] = c.backward_base[b] + FsdpReduceScatterBytes(model, b);
+    }
+    later_param_grads += RetainedGradBytes(model, b);
   }
   const BlockAnalysis& first = model.blocks.front();
   const int64_t first_in = first.tensors[first.carried_input].bytes;
@@ -65,8 +76,10 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
 // blocks before it.
 int64_t BlockMoment(const StepConstants& c, int b, const BlockCost& cost,
                     int64_t prefix_kept_bytes) {
-  return prefix_kept_bytes + std::max(c.forward_base + cost.forward_peak_bytes,
-                                      c.backward_base[b] + cost.backward_peak_bytes);
+  return prefix_kept_bytes +
+         std::max({c.forward_base + c.fsdp_forward[b] + cost.forward_peak_bytes,
+                   c.backward_base[b] + cost.backward_peak_bytes,
+                   c.reduce_scatter_base[b]});
 }
 
 // One state of the chain DP: kept bytes of the blocks so far, the value

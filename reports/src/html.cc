@@ -58,6 +58,7 @@ const char* CategoryColor(MemoryCategory category) {
     case MemoryCategory::kRecomputed: return palette::kOrange;
     case MemoryCategory::kActivationGrads: return palette::kVermillion;
     case MemoryCategory::kWorkspace: return palette::kBlack;
+    case MemoryCategory::kFsdpBuffers: return palette::kGrey;
   }
   return palette::kGrey;
 }
@@ -72,6 +73,7 @@ const char* CategoryLabel(MemoryCategory category) {
     case MemoryCategory::kRecomputed: return "recompute working set";
     case MemoryCategory::kActivationGrads: return "activation gradients";
     case MemoryCategory::kWorkspace: return "workspace";
+    case MemoryCategory::kFsdpBuffers: return "FSDP buffers";
   }
   return "other";
 }

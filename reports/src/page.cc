@@ -1,4 +1,5 @@
 // Assembles the report page from its sections.
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,9 @@ std::string Header(const ReportData& data) {
                                                profile.model_config["tokens"].get<int64_t>())));
   }
   absl::StrAppend(&facts, Fact("blocks", absl::StrCat(data.model->blocks.size())));
+  if (const std::string ranks = DescribeRanks(data.model->model->parallel); !ranks.empty()) {
+    absl::StrAppend(&facts, Fact("memory and time", ranks));
+  }
   absl::StrAppend(&facts, Fact("budget", data.budget_bytes > 0
                                              ? absl::StrCat(FormatBytes(data.budget_bytes), " ",
                                                             BudgetKindName(data.budget_kind))
@@ -64,8 +68,18 @@ std::string TimelineSection(const ReportData& data) {
                     EscapeHtml(data.plans[i].name), i == 0 ? " (chosen)" : "", "</button>");
   }
   absl::StrAppend(&out, "</div>");
+  std::set<std::string> collective_ops;
+  for (const Block& block : data.model->model->blocks) {
+    for (const Op& op : block.ops) {
+      if (op.collective) collective_ops.insert(op.id);
+    }
+  }
   for (size_t i = 0; i < data.plans.size(); ++i) {
     const ReportPlan& plan = data.plans[i];
+    const std::string comm =
+        plan.result.comm_ms > 0
+            ? absl::StrCat(", FSDP collectives ", Num(plan.result.comm_ms, 1), " ms exposed")
+            : std::string();
     absl::StrAppend(&out, "<div class=\"timeline-wrap\" id=\"timeline-wrap-", i,
                     "\" data-plan=\"", EscapeHtml(plan.name), "\"", i == 0 ? "" : " hidden",
                     "><p class=\"note\"><b>", EscapeHtml(plan.name), "</b> (",
@@ -74,8 +88,9 @@ std::string TimelineSection(const ReportData& data) {
                     " allocated, ", EscapeHtml(FormatBytes(plan.reserved_peak_bytes)),
                     " reserved, step ",
                     Num(plan.result.step_ms, 1), " ms, recompute ",
-                    Num(plan.result.recompute_ms, 1), " ms</p>",
-                    TimelineSvg(plan, data.budget_bytes, absl::StrCat("timeline-", i)),
+                    Num(plan.result.recompute_ms, 1), " ms", comm, "</p>",
+                    TimelineSvg(plan, data.budget_bytes, absl::StrCat("timeline-", i),
+                                collective_ops),
                     "</div>");
   }
   absl::StrAppend(&out, "</section>");

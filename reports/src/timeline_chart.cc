@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -56,10 +57,34 @@ std::vector<int> ColumnMaxima(const std::vector<TimelinePoint>& timeline,
   return best;
 }
 
+// Ticks under the plot at the moments collectives run, one per pixel column.
+std::string CollectiveTicks(const std::vector<TimelinePoint>& timeline,
+                            const std::set<std::string>& collective_ops,
+                            const PlotFrame& f) {
+  std::string out = "<g class=\"collectives\">";
+  std::set<int> columns;
+  double start_ms = 0;
+  for (const TimelinePoint& p : timeline) {
+    const double mid_ms = (start_ms + p.time_ms) / 2;
+    start_ms = p.time_ms;
+    const bool fsdp = p.where.op.rfind("fsdp.", 0) == 0;
+    if (!fsdp && collective_ops.count(p.where.op) == 0) continue;
+    const int x = static_cast<int>(std::lround(f.X(mid_ms)));
+    if (!columns.insert(x).second) continue;
+    absl::StrAppend(&out, "<line class=\"mark collective\" x1=\"", x, "\" x2=\"", x,
+                    "\" y1=\"", Num(f.bottom() + 2, 1), "\" y2=\"", Num(f.bottom() + 8, 1),
+                    "\" stroke=\"", palette::kPurple, "\"><title>",
+                    EscapeHtml(DescribeWhere(p.where)), "</title></line>");
+  }
+  absl::StrAppend(&out, "</g>");
+  return out;
+}
+
 }  // namespace
 
 std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
-                        const std::string& id) {
+                        const std::string& id,
+                        const std::set<std::string>& collective_ops) {
   const StepResult& result = plan.result;
   const std::vector<TimelinePoint>& timeline = result.timeline;
   PlotFrame f;
@@ -82,9 +107,14 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
   // Legend: categories in stacking order, bottom first.
   absl::StrAppend(&out, "<g class=\"legend\">");
   double lx = f.left;
+  bool has_fsdp = false;
+  for (const TimelinePoint& p : timeline) {
+    has_fsdp = has_fsdp || p.bytes[static_cast<int>(MemoryCategory::kFsdpBuffers)] > 0;
+  }
   for (int c = 0; c < kMemoryCategoryCount; ++c) {
     const auto category = static_cast<MemoryCategory>(c);
-    if (c == 4) lx = f.left;  // two rows of four
+    if (category == MemoryCategory::kFsdpBuffers && !has_fsdp) continue;
+    if (c == 4) lx = f.left;  // two rows: four, then the rest
     absl::StrAppend(&out, LegendItem(lx, c < 4 ? 16 : 36, "rect", CategoryColor(category),
                                      CategoryLabel(category)));
   }
@@ -119,6 +149,7 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
                     EscapeHtml(CategoryLabel(category)), "</title></path>");
   }
   absl::StrAppend(&out, "</g>");
+  absl::StrAppend(&out, CollectiveTicks(timeline, collective_ops, f));
 
   if (budget_bytes > 0) {
     const std::string y = Num(f.Y(budget_bytes / 1e9), 1);

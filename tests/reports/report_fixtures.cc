@@ -9,11 +9,12 @@
 
 namespace sacplan::testing {
 
-std::unique_ptr<LoadedModel> LoadModel(const std::string& name, int64_t tokens) {
+std::unique_ptr<LoadedModel> LoadModel(const std::string& name, int64_t tokens,
+                                       const ParallelConfig& parallel) {
   ModelConfig config = *ModelConfigByName(name);
   if (tokens > 0) config.tokens = tokens;
   auto loaded = std::make_unique<LoadedModel>();
-  absl::StatusOr<Profile> profile = RooflineProfile(config, *DeviceByName("h100"));
+  absl::StatusOr<Profile> profile = RooflineProfile(config, *DeviceByName("h100"), parallel);
   EXPECT_TRUE(profile.ok()) << profile.status();
   loaded->profile = *std::move(profile);
   loaded->analyzed = *AnalyzeModel(loaded->profile.model);

@@ -20,8 +20,10 @@ struct LoadedModel {
   AnalyzedModel analyzed;
 };
 
-// Roofline profile of a built-in model on h100; tokens 0 keeps the default.
-std::unique_ptr<LoadedModel> LoadModel(const std::string& name, int64_t tokens = 0);
+// Roofline profile of a built-in model on h100, one rank of `parallel`;
+// tokens 0 keeps the default.
+std::unique_ptr<LoadedModel> LoadModel(const std::string& name, int64_t tokens = 0,
+                                       const ParallelConfig& parallel = {});
 
 // Report data solved for `budget_bytes` (the chosen plan is "optimal").
 reports::ReportData SolvedReport(const LoadedModel& model, int64_t budget_bytes,

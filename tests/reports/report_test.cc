@@ -74,7 +74,9 @@ TEST_F(ReportTest, OneTimelinePerPlanWithEveryCategoryAndTheBudget) {
     EXPECT_EQ(Count(svg, "class=\"mark area\""), kMemoryCategoryCount) << i;
     EXPECT_EQ(Count(svg, "class=\"mark budget-line\""), 1) << i;
     EXPECT_EQ(Count(svg, "class=\"mark peak\""), 1) << i;
-    EXPECT_EQ(Count(svg, "class=\"legend-item\""), kMemoryCategoryCount) << i;
+    // Every category but the FSDP buffers, which one rank never has.
+    EXPECT_EQ(Count(svg, "class=\"legend-item\""), kMemoryCategoryCount - 1) << i;
+    EXPECT_EQ(Count(svg, "class=\"mark collective\""), 0) << i;
     EXPECT_NE(svg.find(">live memory (GB)<"), std::string::npos);
     EXPECT_NE(svg.find(">simulated step time (ms)<"), std::string::npos);
   }
@@ -305,6 +307,22 @@ TEST(ReportDataTest, BadInputIsOneLineNamingTheProblem) {
   data = reports::BuildReportData(model->profile, model->analyzed, {}, {},
                                   reports::ReportOptions{});
   EXPECT_TRUE(absl::IsInvalidArgument(data.status()));
+}
+
+TEST(ReportParallelTest, SaysPerRankAndShowsTheCollectivesAndFsdpBuffers) {
+  std::unique_ptr<LoadedModel> model = LoadModel("wan-tiny", 0, {2, true, 2});
+  const ReportData data = SolvedReport(*model, PresetPeakBytes(*model, "full"));
+  const std::string html = RenderReportHtml(data);
+  EXPECT_NE(html.find("per rank of 2 (FSDP, sequence parallel 2)"), std::string::npos);
+  const std::string svg = SvgById(html, "timeline-0");
+  EXPECT_EQ(Count(svg, "class=\"legend-item\""), kMemoryCategoryCount);
+  EXPECT_NE(svg.find(">FSDP buffers<"), std::string::npos);
+  // Three blocks: each gathers in forward and backward and reduce-scatters,
+  // and runs four all-to-alls forward and backward; ticks share a column
+  // at most where moments do.
+  EXPECT_GE(Count(svg, "class=\"mark collective\""), 9);
+  EXPECT_NE(svg.find("self_attn.a2a_q</title>"), std::string::npos);
+  EXPECT_NE(svg.find("fsdp.reduce_scatter</title>"), std::string::npos);
 }
 
 // The size target of issue 4: Wan2.1-14B, 40 blocks, 75,600 tokens, h100,

@@ -22,8 +22,11 @@ enum class MemoryCategory {
   kRecomputed,              // activations recomputed in backward
   kActivationGrads,         // gradients of activations
   kWorkspace,               // scratch inside an op
+  // FSDP2's unsharded parameters (all-gather outputs) and reduce-scatter
+  // inputs; gradient shards count as kParamGrads.
+  kFsdpBuffers,
 };
-inline constexpr int kMemoryCategoryCount = 8;
+inline constexpr int kMemoryCategoryCount = 9;
 const char* MemoryCategoryName(MemoryCategory category);
 
 enum class Phase { kSetup, kForward, kHead, kRecompute, kBackward, kOptimizer };

@@ -7,6 +7,7 @@
 #define SACPLAN_PLANNER_PARALLEL_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -46,6 +47,10 @@ struct BlockFsdp {
   double all_gather_ms = 0;      // one all-gather of the block's parameters
   double reduce_scatter_ms = 0;  // one reduce-scatter of its gradients
 };
+
+// "per rank of 8 (FSDP, sequence parallel 8)"; "" for a single rank. The
+// words plan, compare, frontier and report print beside their figures.
+std::string DescribeRanks(const ParallelConfig& parallel);
 
 // The rules on the fields, as InvalidArgument naming the field:
 // "parallel.sp: must be <= world_size (8), got 16".

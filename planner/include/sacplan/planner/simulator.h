@@ -24,7 +24,9 @@ struct StepResult {
   double backward_ms = 0;      // head backward + every op's backward
   double recompute_ms = 0;     // forward time of recomputed ops
   double optimizer_ms = 0;
-  double step_ms = 0;          // sum of the four above
+  // FSDP collective time compute does not hide (docs/memory_model.md).
+  double comm_ms = 0;
+  double step_ms = 0;          // sum of the five above
   int recomputed_ops = 0;
   std::vector<TimelinePoint> timeline;  // filled when asked for
   std::vector<MemoryEvent> events;      // filled when asked for

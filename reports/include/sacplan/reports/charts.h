@@ -5,6 +5,7 @@
 #ifndef SACPLAN_REPORTS_CHARTS_H_
 #define SACPLAN_REPORTS_CHARTS_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,13 @@ namespace sacplan::reports {
 // attribute data-op) naming its phase, block and op. The timeline is
 // reduced to one value per pixel column, keeping each column's maximum, so
 // the file size does not grow with the number of ops and the peak survives.
+// Collectives show as ticks under the plot (class "collective"): the
+// moments of ops named in `collective_ops` (sequence-parallel all-to-alls)
+// and FSDP's all-gathers and reduce-scatters ("fsdp.*" moments). The FSDP
+// buffers' legend entry appears only when a step has any.
 std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
-                        const std::string& id);
+                        const std::string& id,
+                        const std::set<std::string>& collective_ops = {});
 
 // Pareto frontier: simulated peak (GB) vs step time (ms) of the optimal
 // plans, the presets as labelled points, the chosen plan (data.plans[0])

@@ -1,0 +1,194 @@
+// FSDP2 in the step simulator and the solver: byte counts worked by hand at
+// every FSDP moment, exposed collective time, and the solver against brute
+// force on random FSDP models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "candidates.h"
+#include "sacplan/planner/solver.h"
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+// Two chain blocks (x 200, fc.out 400, act.out 400, add.out 200 bytes; fc
+// needs x, act needs fc.out) with 1000 bytes of parameters each, on 2 ranks:
+// unsharded 1000, reduce-scatter input 1000, gradient shard 500. Fixed
+// memory (this rank's shards) 1000.
+Model TwoRankChain(double all_gather_ms = 0, double reduce_scatter_ms = 0) {
+  Model model = testing::ChainModel(2, 1000);
+  model.parallel = {2, true, 1};
+  for (Block& block : model.blocks) {
+    block.ops[0].param_bytes = 1000;
+    block.fsdp = {1000, 500, 1000, all_gather_ms, reduce_scatter_ms};
+  }
+  return model;
+}
+
+struct Moment {
+  std::string what;  // "<phase> <block> <op>"
+  int64_t total_bytes;
+  int64_t fsdp_bytes;
+};
+
+std::vector<Moment> FsdpMoments(const StepResult& result) {
+  std::vector<Moment> moments;
+  for (const TimelinePoint& p : result.timeline) {
+    if (p.where.op.rfind("fsdp.", 0) != 0) continue;
+    moments.push_back({std::string(PhaseName(p.where.phase)) + " " +
+                           std::to_string(p.where.block) + " " + p.where.op,
+                       p.total_bytes,
+                       p.bytes[static_cast<int>(MemoryCategory::kFsdpBuffers)]});
+  }
+  return moments;
+}
+
+TEST(FsdpStepTest, BytesAtEveryFsdpMomentMatchTheHandCount) {
+  const Model model = TwoRankChain();
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  SimulateOptions options;
+  options.record_timeline = true;
+  // Save everything: blocks keep x and fc.out (what backward reads).
+  const std::vector<SaveMask> none(2, SaveMask(3, true));
+  const StepResult r = *SimulateStep(analyzed, none, Semantics::kSacplan, options);
+  const std::vector<Moment> m = FsdpMoments(r);
+  ASSERT_EQ(m.size(), 8u);
+  // Forward 0: params 1000, embedding output 200, block 0 gathered and
+  // block 1 prefetched (2 x 1000).
+  EXPECT_EQ(m[0].what, "forward 0 fsdp.all_gather");
+  EXPECT_EQ(m[0].total_bytes, 1000 + 200 + 2000);
+  EXPECT_EQ(m[0].fsdp_bytes, 2000);
+  // Forward 1: block 0 resharded; it kept x and fc.out (600); its output
+  // (block 1's x, 200) is live; block 1 still gathered, nothing to prefetch.
+  EXPECT_EQ(m[1].what, "forward 1 fsdp.all_gather");
+  EXPECT_EQ(m[1].total_bytes, 1000 + 600 + 200 + 1000);
+  // Backward 1, after the head: both blocks' kept (1200), the output's
+  // gradient (200), block 1 gathered again and block 0 prefetched.
+  EXPECT_EQ(m[2].what, "backward 1 fsdp.all_gather");
+  EXPECT_EQ(m[2].total_bytes, 1000 + 1200 + 200 + 2000);
+  // Reduce-scatter 1: block 0's kept (600), x's gradient (200), the
+  // unsharded gradients (1000) and the flat input (1000) at once; then the
+  // unsharded gradients give way to the 500-byte shard.
+  EXPECT_EQ(m[3].what, "backward 1 fsdp.reduce_scatter");
+  EXPECT_EQ(m[3].total_bytes, 1000 + 600 + 200 + 2000 + 1000 + 1000);
+  EXPECT_EQ(m[3].fsdp_bytes, 3000);
+  EXPECT_EQ(m[4].total_bytes, 1000 + 600 + 200 + 2000 + 1000 + 500);
+  // Backward 0: block 1 resharded, its flat input freed, its shard kept.
+  EXPECT_EQ(m[5].what, "backward 0 fsdp.all_gather");
+  EXPECT_EQ(m[5].total_bytes, 1000 + 600 + 200 + 500 + 1000);
+  // Reduce-scatter 0: block 0's activations gone but x's gradient.
+  EXPECT_EQ(m[6].total_bytes, 1000 + 200 + 500 + 1000 + 1000 + 1000);
+  EXPECT_EQ(m[7].total_bytes, 1000 + 200 + 500 + 1000 + 1000 + 500);
+  EXPECT_EQ(r.peak_bytes, 5800);
+  EXPECT_EQ(r.peak.op, "fsdp.reduce_scatter");
+  EXPECT_EQ(r.peak.block, 1);
+  // The optimizer step sees the two shards, nothing unsharded.
+  const TimelinePoint& last = r.timeline.back();
+  EXPECT_EQ(last.where.phase, Phase::kOptimizer);
+  EXPECT_EQ(last.bytes[static_cast<int>(MemoryCategory::kParamGrads)], 1000);
+  EXPECT_EQ(last.bytes[static_cast<int>(MemoryCategory::kFsdpBuffers)], 0);
+}
+
+TEST(FsdpStepTest, WithoutFsdpTheSameGraphKeepsWholeGradientsAndNoBuffers) {
+  Model model = TwoRankChain();
+  model.parallel = {};
+  for (Block& block : model.blocks) block.fsdp = {};
+  const StepResult r = *SimulateStep(*AnalyzeModel(model),
+                                     std::vector<SaveMask>(2, SaveMask(3, true)),
+                                     Semantics::kSacplan);
+  EXPECT_EQ(r.comm_ms, 0);
+  EXPECT_NE(r.peak.op.rfind("fsdp.", 0), 0u);
+}
+
+TEST(FsdpStepTest, CollectivesHideBehindComputeAndTheRestIsExposed) {
+  // A block: forward 4.5 ms, backward 7.5 ms. All-gather 2, reduce-scatter
+  // 3: only block 0's first gather, the last block's gather for backward
+  // and block 0's reduce-scatter have nothing to hide behind: 2 + 2 + 3.
+  const std::vector<SaveMask> none(2, SaveMask(3, true));
+  const Model fast = TwoRankChain(2, 3);
+  const StepResult a = *SimulateStep(*AnalyzeModel(fast), none, Semantics::kSacplan);
+  EXPECT_DOUBLE_EQ(a.comm_ms, 7);
+  EXPECT_DOUBLE_EQ(a.step_ms, a.forward_ms + a.backward_ms + a.recompute_ms +
+                                  a.optimizer_ms + 7);
+  // All-gather 10: block 1's prefetch shows 10 - 4.5 in forward and block
+  // 0's 10 - 7.5 in backward, on top of 10 + 10 + 3.
+  const Model slow = TwoRankChain(10, 3);
+  const StepResult b = *SimulateStep(*AnalyzeModel(slow), none, Semantics::kSacplan);
+  EXPECT_DOUBLE_EQ(b.comm_ms, 10 + 5.5 + 10 + 2.5 + 3);
+  // Recompute lengthens block 1's backward (fc reruns for act's backward,
+  // 3 ms), which then hides all of block 0's gather.
+  std::vector<SaveMask> full = none;
+  full[1] = {false, false, false};
+  const StepResult c = *SimulateStep(*AnalyzeModel(slow), full, Semantics::kSacplan);
+  EXPECT_DOUBLE_EQ(c.recompute_ms, 3);
+  EXPECT_DOUBLE_EQ(c.comm_ms, 10 + 5.5 + 10 + 0 + 3);
+}
+
+// Random models under FSDP with random buffer sizes (collective times 0,
+// so that step time is compute alone, which the solver minimises).
+Model RandomFsdpModel(uint32_t seed) {
+  Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
+  model.parallel = {4, true, 1};
+  std::mt19937 rng(seed);
+  for (Block& block : model.blocks) {
+    int64_t param_bytes = 0;
+    for (const Op& op : block.ops) param_bytes += op.param_bytes;
+    block.fsdp.unsharded_param_bytes = 8 * (1 + rng() % 16);
+    block.fsdp.sharded_grad_bytes = (param_bytes + 3) / 4;
+    block.fsdp.reduce_scatter_bytes = param_bytes + 8 * (rng() % 3);
+  }
+  return model;
+}
+
+TEST(FsdpStepTest, SolverAgreesWithBruteForceUnderFsdp) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 8; ++seed) {
+      const Model model = RandomFsdpModel(seed);
+      const AnalyzedModel analyzed = *AnalyzeModel(model);
+      std::vector<std::vector<SaveMask>> per_block;
+      for (const BlockAnalysis& block : analyzed.blocks) {
+        per_block.push_back(AllSaveMasks(block));
+      }
+      std::vector<std::pair<int64_t, double>> outcomes;
+      std::vector<size_t> choice(3, 0);
+      while (true) {
+        std::vector<SaveMask> masks;
+        for (size_t b = 0; b < 3; ++b) masks.push_back(per_block[b][choice[b]]);
+        const StepResult r = *SimulateStep(analyzed, masks, semantics);
+        outcomes.push_back({r.peak_bytes, r.step_ms});
+        size_t b = 0;
+        while (b < 3 && ++choice[b] == per_block[b].size()) choice[b++] = 0;
+        if (b == 3) break;
+      }
+      SolverOptions options;
+      options.semantics = semantics;
+      const Solver solver = *Solver::Create(analyzed, options);
+      int64_t min_peak = std::numeric_limits<int64_t>::max();
+      std::set<int64_t> budgets;
+      for (const auto& [peak, ms] : outcomes) {
+        min_peak = std::min(min_peak, peak);
+        budgets.insert(peak);
+      }
+      ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
+      for (const int64_t budget : budgets) {
+        double best = std::numeric_limits<double>::infinity();
+        for (const auto& [peak, ms] : outcomes) {
+          if (peak <= budget) best = std::min(best, ms);
+        }
+        const auto plan = solver.Solve(budget);
+        ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
+        EXPECT_LE(plan->result.peak_bytes, budget);
+        EXPECT_DOUBLE_EQ(plan->result.step_ms, best) << "seed " << seed << " budget " << budget;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sacplan
