@@ -1,7 +1,20 @@
-// Internal to sacplan_planner: what FSDP2 does around each block of a
-// training step, on one rank (docs/memory_model.md#many-gpus). The step
-// simulator calls it before and after every block's forward and backward;
-// the solver's constants use the same byte counts, so the two agree.
+// Internal to sacplan_planner: what FSDP2 allocates and frees around each
+// block of a training step, on one rank, as measured from PyTorch's FSDP2
+// (docs/memory_model.md#many-gpus). Per block b, with U_b its unsharded
+// parameters (the all-gather output has the same size):
+//   forward:  gather b (output U_b, then the unsharded parameters U_b, then
+//             block b - 1's kept gather output is freed); run b; free the
+//             unsharded parameters. Block b's gather output stays until
+//             block b + 1's gather; the last one's until the head.
+//   backward: gather b (the last block; the others were prefetched), free
+//             its gather output, prefetch b - 1 (its output stays); run b;
+//             free the unsharded parameters and block b + 1's
+//             reduce-scatter input; copy the unsharded gradients into the
+//             reduce-scatter input, free them, keep the gradient shard. The
+//             reduce-scatter input stays until the next reduce-scatter, the
+//             last one until the end of backward.
+// The simulator calls FsdpStep around every block; the solver's constants
+// use the byte counts below, so the two agree (a test checks it).
 #ifndef SACPLAN_PLANNER_SRC_FSDP_STEP_H_
 #define SACPLAN_PLANNER_SRC_FSDP_STEP_H_
 
@@ -12,32 +25,37 @@
 
 namespace sacplan {
 
-// Unsharded parameters live while block b's forward runs: its own and, by
-// FSDP2's prefetch, block b + 1's. 0 without FSDP.
+// All 0 without FSDP. The FSDP bytes live while block b's forward runs:
+// its gather output and its unsharded parameters.
 int64_t FsdpForwardBytes(const Model& model, int b);
-// The same in block b's backward: its own and block b - 1's (prefetched).
+// The FSDP bytes' high water while block b is gathered before its forward.
+int64_t FsdpForwardGatherBytes(const Model& model, int b);
+// While block b's backward runs: its unsharded parameters, block b - 1's
+// prefetched gather output, block b + 1's reduce-scatter input.
 int64_t FsdpBackwardBytes(const Model& model, int b);
+// The FSDP bytes' high water while block b is made ready for its backward
+// (its gather, block b - 1's prefetch).
+int64_t FsdpBackwardGatherBytes(const Model& model, int b);
+// The high water at block b's reduce-scatter of everything beyond the
+// backward base (retained gradients of later blocks) and the earlier
+// blocks' kept activations: the carried input's gradient, block b - 1's
+// gather output, the reduce-scatter input and the larger of the unsharded
+// gradients and the shard with the collective's scratch.
+int64_t FsdpReduceScatterBytes(const AnalyzedModel& model, int b);
 // Parameter-gradient bytes block b leaves live after its backward, until the
 // optimizer step: the gradient shard under FSDP, else the whole gradient.
 int64_t RetainedGradBytes(const AnalyzedModel& model, int b);
-// The highest bytes live at block b's reduce-scatter beyond what the
-// backward base (FsdpBackwardBytes and the gradients retained by later
-// blocks) and the earlier blocks' kept activations hold: the carried
-// input's gradient, then the unsharded gradients and the flat reduce-scatter
-// input at once. 0 without FSDP.
-int64_t FsdpReduceScatterBytes(const AnalyzedModel& model, int b);
 
 // Interprets FSDP2's collectives over a tracker and a clock. Does nothing
-// when the model is not under FSDP. Exposed collective time (what compute
-// does not hide) is added to the clock and to exposed_ms().
+// when the model is not under FSDP. Collective time compute does not hide
+// is added to the clock and to exposed_ms().
 class FsdpStep {
  public:
   FsdpStep(const AnalyzedModel& model, MemoryTracker& tracker, double& clock_ms);
 
-  void BeforeForward(int b);  // all-gather block b (block 0) and prefetch b + 1
-  void AfterForward(int b);   // reshard b; b + 1's gather hid behind b's forward
-  void BeforeBackward(int b);  // all-gather b (the last block), prefetch b - 1
-  // Reduce-scatter b's unsharded gradients into its shard, then reshard b.
+  void BeforeForward(int b);
+  void AfterForward(int b);
+  void BeforeBackward(int b);
   // `compute_ms` is b's backward and recompute time, which hides b - 1's
   // all-gather and b + 1's reduce-scatter.
   void AfterBackward(int b, double compute_ms);
@@ -46,6 +64,9 @@ class FsdpStep {
 
  private:
   void Expose(double comm_ms, double hidden_by_ms);
+  // Block b's gather: output, collective scratch, unsharded parameters.
+  void Gather(int b, Phase phase, int at_block);
+  void Mark(Phase phase, int b, const char* what);
 
   const AnalyzedModel& model_;
   const Model& graph_;

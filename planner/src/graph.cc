@@ -212,6 +212,8 @@ absl::Status CheckTotals(const Model& model) {
     add(block.fsdp.unsharded_param_bytes);
     add(block.fsdp.sharded_grad_bytes);
     add(block.fsdp.reduce_scatter_bytes);
+    add(block.fsdp.all_gather_workspace_bytes);
+    add(block.fsdp.reduce_scatter_workspace_bytes);
     total_ms += block.fsdp.all_gather_ms + block.fsdp.reduce_scatter_ms;
   }
   const FixedMemory& f = model.fixed;

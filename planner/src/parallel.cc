@@ -42,7 +42,8 @@ absl::Status ValidateBlockFsdp(const BlockFsdp& f, bool fsdp_on, int block) {
   const std::string path = absl::StrCat("blocks[", block, "].fsdp");
   if (!fsdp_on) {
     if (f.unsharded_param_bytes != 0 || f.sharded_grad_bytes != 0 ||
-        f.reduce_scatter_bytes != 0 || f.all_gather_ms != 0 || f.reduce_scatter_ms != 0) {
+        f.reduce_scatter_bytes != 0 || f.all_gather_ms != 0 || f.reduce_scatter_ms != 0 ||
+        f.all_gather_workspace_bytes != 0 || f.reduce_scatter_workspace_bytes != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": present but parallel.fsdp is false"));
     }
@@ -52,7 +53,8 @@ absl::Status ValidateBlockFsdp(const BlockFsdp& f, bool fsdp_on, int block) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ".unsharded_param_bytes: must be > 0 under FSDP"));
   }
-  if (f.sharded_grad_bytes < 0 || f.reduce_scatter_bytes < 0) {
+  if (f.sharded_grad_bytes < 0 || f.reduce_scatter_bytes < 0 ||
+      f.all_gather_workspace_bytes < 0 || f.reduce_scatter_workspace_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": byte counts must be >= 0"));
   }
@@ -100,6 +102,12 @@ absl::Status ReadBlockFsdp(const json& block, const std::string& path, bool fsdp
                                        out.sharded_grad_bytes, json_reader::kByteRange));
   RETURN_IF_ERROR(json_reader::ReadInt(*f, "reduce_scatter_bytes", fpath, true,
                                        out.reduce_scatter_bytes, json_reader::kByteRange));
+  RETURN_IF_ERROR(json_reader::ReadInt(*f, "all_gather_workspace_bytes", fpath, false,
+                                       out.all_gather_workspace_bytes,
+                                       json_reader::kByteRange));
+  RETURN_IF_ERROR(json_reader::ReadInt(*f, "reduce_scatter_workspace_bytes", fpath, false,
+                                       out.reduce_scatter_workspace_bytes,
+                                       json_reader::kByteRange));
   RETURN_IF_ERROR(json_reader::ReadNumber(*f, "all_gather_ms", fpath, false,
                                           out.all_gather_ms, json_reader::kTimeRange));
   RETURN_IF_ERROR(json_reader::ReadNumber(*f, "reduce_scatter_ms", fpath, false,
@@ -115,6 +123,8 @@ json BlockFsdpToJson(const BlockFsdp& f) {
   return {{"unsharded_param_bytes", f.unsharded_param_bytes},
           {"sharded_grad_bytes", f.sharded_grad_bytes},
           {"reduce_scatter_bytes", f.reduce_scatter_bytes},
+          {"all_gather_workspace_bytes", f.all_gather_workspace_bytes},
+          {"reduce_scatter_workspace_bytes", f.reduce_scatter_workspace_bytes},
           {"all_gather_ms", f.all_gather_ms},
           {"reduce_scatter_ms", f.reduce_scatter_ms}};
 }

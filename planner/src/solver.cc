@@ -22,7 +22,11 @@ struct Solver::StepConstants {
   int64_t forward_base = 0;            // + P_j + forward peak of block j
   std::vector<int64_t> fsdp_forward;   // per block: added to forward_base
   std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
-  // Per block, FSDP: + P_j, the moment of its reduce-scatter (0 without).
+  // FSDP's moments around block j (0 without FSDP), per block: its gather
+  // before forward (+ P_j), before backward (+ P_j + its kept bytes), and
+  // its reduce-scatter (+ P_j).
+  std::vector<int64_t> forward_gather_base;
+  std::vector<int64_t> backward_gather_base;
   std::vector<int64_t> reduce_scatter_base;
   int64_t head_base = 0;               // + P_L (every block's kept bytes)
   int64_t plan_independent_peak = 0;   // setup and optimizer moments
@@ -48,15 +52,24 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
                 fixed.nonblock_grad_bytes + model.shared_input_grad_bytes;
   c.backward_base.assign(block_count, 0);
   c.fsdp_forward.assign(block_count, 0);
+  c.forward_gather_base.assign(block_count, 0);
+  c.backward_gather_base.assign(block_count, 0);
   c.reduce_scatter_base.assign(block_count, 0);
   int64_t later_param_grads = 0;
   for (int b = block_count - 1; b >= 0; --b) {
-    c.backward_base[b] = resident + model.shared_input_grad_bytes +
-                         fixed.nonblock_grad_bytes + later_param_grads +
-                         FsdpBackwardBytes(*model.model, b);
+    const int64_t base = resident + model.shared_input_grad_bytes +
+                         fixed.nonblock_grad_bytes + later_param_grads;
+    c.backward_base[b] = base + FsdpBackwardBytes(*model.model, b);
     c.fsdp_forward[b] = FsdpForwardBytes(*model.model, b);
     if (model.model->parallel.fsdp) {
-      c.reduce_scatter_base[b] = c.backward_base[b] + FsdpReduceScatterBytes(model, b);
+      const BlockAnalysis& block = model.blocks[b];
+      // Before forward the block's carried input is live; before backward
+      // its kept bytes and its output's gradient.
+      c.forward_gather_base[b] = resident + block.tensors[block.carried_input].bytes +
+                                 FsdpForwardGatherBytes(*model.model, b);
+      c.backward_gather_base[b] = base + block.tensors[block.output].bytes +
+                                  FsdpBackwardGatherBytes(*model.model, b);
+      c.reduce_scatter_base[b] = base + FsdpReduceScatterBytes(model, b);
     }
     later_param_grads += RetainedGradBytes(model, b);
   }
@@ -79,6 +92,8 @@ int64_t BlockMoment(const StepConstants& c, int b, const BlockCost& cost,
   return prefix_kept_bytes +
          std::max({c.forward_base + c.fsdp_forward[b] + cost.forward_peak_bytes,
                    c.backward_base[b] + cost.backward_peak_bytes,
+                   c.forward_gather_base[b],
+                   c.backward_gather_base[b] + cost.kept_bytes,
                    c.reduce_scatter_base[b]});
 }
 

@@ -58,41 +58,68 @@ TEST(FsdpStepTest, BytesAtEveryFsdpMomentMatchTheHandCount) {
   const std::vector<SaveMask> none(2, SaveMask(3, true));
   const StepResult r = *SimulateStep(analyzed, none, Semantics::kSacplan, options);
   const std::vector<Moment> m = FsdpMoments(r);
-  ASSERT_EQ(m.size(), 8u);
-  // Forward 0: params 1000, embedding output 200, block 0 gathered and
-  // block 1 prefetched (2 x 1000).
+  ASSERT_EQ(m.size(), 12u);
+  const int64_t params = 1000, x = 200, fc = 400, kept = x + fc;
+  // Forward 0: the gather output, then the unsharded parameters beside it.
   EXPECT_EQ(m[0].what, "forward 0 fsdp.all_gather");
-  EXPECT_EQ(m[0].total_bytes, 1000 + 200 + 2000);
-  EXPECT_EQ(m[0].fsdp_bytes, 2000);
-  // Forward 1: block 0 resharded; it kept x and fc.out (600); its output
-  // (block 1's x, 200) is live; block 1 still gathered, nothing to prefetch.
-  EXPECT_EQ(m[1].what, "forward 1 fsdp.all_gather");
-  EXPECT_EQ(m[1].total_bytes, 1000 + 600 + 200 + 1000);
-  // Backward 1, after the head: both blocks' kept (1200), the output's
-  // gradient (200), block 1 gathered again and block 0 prefetched.
-  EXPECT_EQ(m[2].what, "backward 1 fsdp.all_gather");
-  EXPECT_EQ(m[2].total_bytes, 1000 + 1200 + 200 + 2000);
-  // Reduce-scatter 1: block 0's kept (600), x's gradient (200), the
-  // unsharded gradients (1000) and the flat input (1000) at once; then the
-  // unsharded gradients give way to the 500-byte shard.
-  EXPECT_EQ(m[3].what, "backward 1 fsdp.reduce_scatter");
-  EXPECT_EQ(m[3].total_bytes, 1000 + 600 + 200 + 2000 + 1000 + 1000);
+  EXPECT_EQ(m[0].total_bytes, params + x + 1000);
+  EXPECT_EQ(m[1].total_bytes, params + x + 2000);
+  EXPECT_EQ(m[1].fsdp_bytes, 2000);
+  // Forward 1: block 0's gather output is kept until block 1's copy-out:
+  // three buffers at once, with block 0's kept bytes and block 1's input.
+  EXPECT_EQ(m[2].what, "forward 1 fsdp.all_gather");
+  EXPECT_EQ(m[2].total_bytes, params + kept + x + 2000);
+  EXPECT_EQ(m[3].total_bytes, params + kept + x + 3000);
   EXPECT_EQ(m[3].fsdp_bytes, 3000);
-  EXPECT_EQ(m[4].total_bytes, 1000 + 600 + 200 + 2000 + 1000 + 500);
-  // Backward 0: block 1 resharded, its flat input freed, its shard kept.
-  EXPECT_EQ(m[5].what, "backward 0 fsdp.all_gather");
-  EXPECT_EQ(m[5].total_bytes, 1000 + 600 + 200 + 500 + 1000);
-  // Reduce-scatter 0: block 0's activations gone but x's gradient.
-  EXPECT_EQ(m[6].total_bytes, 1000 + 200 + 500 + 1000 + 1000 + 1000);
-  EXPECT_EQ(m[7].total_bytes, 1000 + 200 + 500 + 1000 + 1000 + 500);
-  EXPECT_EQ(r.peak_bytes, 5800);
-  EXPECT_EQ(r.peak.op, "fsdp.reduce_scatter");
+  // Backward 1, after the head (both blocks' kept, the output's gradient):
+  // gathered again, copied out, then block 0 prefetched.
+  EXPECT_EQ(m[4].what, "backward 1 fsdp.all_gather");
+  EXPECT_EQ(m[4].total_bytes, params + 2 * kept + x + 1000);
+  EXPECT_EQ(m[5].total_bytes, params + 2 * kept + x + 2000);
+  EXPECT_EQ(m[6].total_bytes, params + 2 * kept + x + 2000);
+  // Reduce-scatter 1: block 1's parameters resharded; block 0's prefetched
+  // output, the flat input and the unsharded gradients; then the shard.
+  EXPECT_EQ(m[7].what, "backward 1 fsdp.reduce_scatter");
+  EXPECT_EQ(m[7].total_bytes, params + kept + x + 1000 + 1000 + 1000);
+  EXPECT_EQ(m[8].total_bytes, params + kept + x + 1000 + 1000 + 500);
+  // Backward 0: block 1's reduce-scatter input is kept until the next one.
+  EXPECT_EQ(m[9].what, "backward 0 fsdp.all_gather");
+  EXPECT_EQ(m[9].total_bytes, params + kept + x + 500 + 3000);
+  EXPECT_EQ(m[9].fsdp_bytes, 3000);
+  // Reduce-scatter 0: x's gradient, block 1's shard, the flat input, the
+  // unsharded gradients; then the second shard.
+  EXPECT_EQ(m[10].total_bytes, params + x + 500 + 1000 + 1000);
+  EXPECT_EQ(m[11].total_bytes, params + x + 500 + 1000 + 500);
+  // The peak: fc's backward in block 1 (x 200 of scratch, 1000 of
+  // gradients, fc.out's gradient 400) over both blocks' kept bytes, x's
+  // gradient and two gathered blocks.
+  EXPECT_EQ(r.peak_bytes, params + 2 * kept - fc + x + 2000 + 1000 + 200 + 400);
+  EXPECT_EQ(r.peak.op, "fc");
   EXPECT_EQ(r.peak.block, 1);
   // The optimizer step sees the two shards, nothing unsharded.
   const TimelinePoint& last = r.timeline.back();
   EXPECT_EQ(last.where.phase, Phase::kOptimizer);
   EXPECT_EQ(last.bytes[static_cast<int>(MemoryCategory::kParamGrads)], 1000);
   EXPECT_EQ(last.bytes[static_cast<int>(MemoryCategory::kFsdpBuffers)], 0);
+}
+
+TEST(FsdpStepTest, CollectiveScratchCountsWhileTheCollectiveRuns) {
+  Model model = TwoRankChain();
+  for (Block& block : model.blocks) {
+    block.fsdp.all_gather_workspace_bytes = 1000;  // gloo: one gathered size
+    block.fsdp.reduce_scatter_workspace_bytes = 700;
+  }
+  SimulateOptions options;
+  options.record_timeline = true;
+  const StepResult r = *SimulateStep(*AnalyzeModel(model),
+                                     std::vector<SaveMask>(2, SaveMask(3, true)),
+                                     Semantics::kSacplan, options);
+  const std::vector<Moment> m = FsdpMoments(r);
+  ASSERT_EQ(m.size(), 12u);
+  EXPECT_EQ(m[2].total_bytes, 1000 + 600 + 200 + 2000 + 1000);  // forward 1's gather
+  EXPECT_EQ(m[6].total_bytes, 1000 + 1200 + 200 + 2000 + 1000);  // backward prefetch
+  EXPECT_EQ(m[8].total_bytes, 1000 + 600 + 200 + 1000 + 1000 + 500 + 700);
+  EXPECT_EQ(r.timeline.back().bytes[static_cast<int>(MemoryCategory::kWorkspace)], 0);
 }
 
 TEST(FsdpStepTest, WithoutFsdpTheSameGraphKeepsWholeGradientsAndNoBuffers) {
@@ -130,7 +157,7 @@ TEST(FsdpStepTest, CollectivesHideBehindComputeAndTheRestIsExposed) {
   EXPECT_DOUBLE_EQ(c.comm_ms, 10 + 5.5 + 10 + 0 + 3);
 }
 
-// Random models under FSDP with random buffer sizes (collective times 0,
+// Random models under FSDP with random buffer sizes and scratch (collective times 0,
 // so that step time is compute alone, which the solver minimises).
 Model RandomFsdpModel(uint32_t seed) {
   Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
@@ -142,6 +169,10 @@ Model RandomFsdpModel(uint32_t seed) {
     block.fsdp.unsharded_param_bytes = 8 * (1 + rng() % 16);
     block.fsdp.sharded_grad_bytes = (param_bytes + 3) / 4;
     block.fsdp.reduce_scatter_bytes = param_bytes + 8 * (rng() % 3);
+    // gloo's scratch (one gathered size) on some blocks, NCCL's (none) on others.
+    block.fsdp.all_gather_workspace_bytes =
+        rng() % 2 == 0 ? block.fsdp.unsharded_param_bytes : 0;
+    block.fsdp.reduce_scatter_workspace_bytes = 8 * (rng() % 4);
   }
   return model;
 }

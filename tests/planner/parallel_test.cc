@@ -17,7 +17,7 @@ Profile FsdpProfile() {
   profile.model = testing::ChainModel(2);
   profile.model.parallel = {4, true, 2};
   for (Block& block : profile.model.blocks) {
-    block.fsdp = {800, 200, 800, 0.5, 0.25};
+    block.fsdp = {800, 200, 800, 0.5, 0.25, 800, 16};
   }
   return profile;
 }
@@ -54,6 +54,14 @@ TEST(ParallelTest, ParallelAndBlockFsdpRoundTrip) {
   EXPECT_EQ(f.reduce_scatter_bytes, 800);
   EXPECT_DOUBLE_EQ(f.all_gather_ms, 0.5);
   EXPECT_DOUBLE_EQ(f.reduce_scatter_ms, 0.25);
+  EXPECT_EQ(f.all_gather_workspace_bytes, 800);
+  EXPECT_EQ(f.reduce_scatter_workspace_bytes, 16);
+  // The scratch fields are optional (a NCCL capture has none).
+  nlohmann::json without = doc;
+  without["blocks"][0]["fsdp"].erase("all_gather_workspace_bytes");
+  auto read_without = ProfileFromJson(without);
+  ASSERT_TRUE(read_without.ok()) << read_without.status();
+  EXPECT_EQ(read_without->model.blocks[0].fsdp.all_gather_workspace_bytes, 0);
   EXPECT_EQ(read->model.parallel.world_size, 4);
   EXPECT_EQ(read->model.parallel.sp, 2);
 }

@@ -46,6 +46,10 @@ struct BlockFsdp {
   int64_t reduce_scatter_bytes = 0;
   double all_gather_ms = 0;      // one all-gather of the block's parameters
   double reduce_scatter_ms = 0;  // one reduce-scatter of its gradients
+  // Scratch the collective itself allocates and frees while it runs (gloo
+  // on CPU: a buffer the size of the gathered parameters; NCCL: 0).
+  int64_t all_gather_workspace_bytes = 0;
+  int64_t reduce_scatter_workspace_bytes = 0;
 };
 
 // "per rank of 8 (FSDP, sequence parallel 8)"; "" for a single rank. The
