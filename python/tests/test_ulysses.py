@@ -130,6 +130,34 @@ def test_measured_peak_per_rank_matches_prediction(size, world, sp, tmp_path, fr
     for rank in range(world):
         # The plans span a real range, or matching them proves little.
         assert rows[(rank, "none")][1] > 1.2 * rows[(rank, "full")][1], table
+        check_profile(tmp_path / f"profile.rank{rank}.json", size, world, sp)
+
+
+def check_profile(path, size: str, world: int, sp: int) -> None:
+    """What one rank's profile says about the parallel layout, against the
+    model's own sizes (every dimension of the example divides by 4, so
+    FSDP2 pads nothing and the all-gather output is the block's fp32
+    parameters)."""
+    with open(path, encoding="utf-8") as f:
+        profile = json.load(f)
+    cfg = worker.ulysses_dit.SIZES[size]
+    assert profile["parallel"] == {"world_size": world, "fsdp": True, "sp": sp}
+    d, ffn = cfg["dim"], cfg["ffn"]
+    block_bytes = 4 * (d * 3 * d + 3 * d + d * d + d + d * ffn + ffn + ffn * d + d + 4 * d)
+    for block in profile["blocks"]:
+        fsdp = block["fsdp"]
+        assert fsdp["unsharded_param_bytes"] == block_bytes
+        assert fsdp["reduce_scatter_bytes"] == block_bytes
+        assert fsdp["sharded_grad_bytes"] == block_bytes // world
+        assert fsdp["all_gather_ms"] > 0 and fsdp["reduce_scatter_ms"] > 0
+        # The gradients the block's backward allocates are unsharded.
+        assert sum(op["param_bytes"] for op in block["ops"]) == block_bytes
+        exchanges = [op for op in block["ops"] if op.get("collective")]
+        assert [op["kind"] for op in exchanges] == ["all_to_all", "all_to_all"]
+        # Before attention: q, k, v of all tokens for heads / sp heads.
+        tokens, head_dim = cfg["tokens"], d // cfg["heads"]
+        assert exchanges[0]["outputs"][0]["bytes"] == 4 * 3 * tokens * (cfg["heads"] // sp) \
+            * head_dim * cfg["batch"]
 
 
 @pytest.mark.parametrize("sp,message", [(2, "sp 2 is larger than the world size 1"),
