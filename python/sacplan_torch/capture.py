@@ -620,7 +620,10 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
 
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
-    _add_samples(traces, clock, fwd_samples, bwd_samples)
+    if log.collectives is None:
+        # Inside a process group the recorded step waits after every
+        # collective (AllocationLog): its times are not a step's.
+        _add_samples(traces, clock, fwd_samples, bwd_samples)
     # Collectives complete before they return while timed, so an all-to-all
     # op's time is the exchange's, and FSDP2's all-gathers and
     # reduce-scatters are timed per block.
