@@ -361,7 +361,11 @@ class _Tracer(TorchDispatchMode):
             if node_seq is not None:
                 trace.op_of_node[node_seq] = None
             return
-        grad_in = torch.is_grad_enabled() and any(t.requires_grad for t in ins)
+        # An autograd-aware collective (all_to_all_single_autograd) runs
+        # inside its autograd Function's forward, where grad mode is off;
+        # its output is differentiable all the same.
+        grad_in = ((torch.is_grad_enabled() or is_collective(func))
+                   and any(t.requires_grad for t in ins))
         op = OpRecord(id=op_id, aten=aten_name(func), kind=op_kind(aten_name(func)),
                       inputs=[], outputs=[], collective=is_collective(func))
         op_index = len(trace.ops)

@@ -154,6 +154,9 @@ def check_profile(path, size: str, world: int, sp: int) -> None:
         assert sum(op["param_bytes"] for op in block["ops"]) == block_bytes
         exchanges = [op for op in block["ops"] if op.get("collective")]
         assert [op["kind"] for op in exchanges] == ["all_to_all", "all_to_all"]
+        # Their outputs carry gradients back (the autograd-aware all-to-all
+        # runs with grad mode off inside its autograd Function).
+        assert all(op["outputs"][0]["requires_grad"] for op in exchanges)
         # Before attention: q, k, v of all tokens for heads / sp heads.
         tokens, head_dim = cfg["tokens"], d // cfg["heads"]
         assert exchanges[0]["outputs"][0]["bytes"] == 4 * 3 * tokens * (cfg["heads"] // sp) \
