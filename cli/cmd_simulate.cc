@@ -104,7 +104,7 @@ absl::Status RunSimulate(const SimulateFlags& flags) {
     return absl::OkStatus();
   }
   std::cout << "simulate: " << plan->method << " plan for " << plan->model_name
-            << " (" << SemanticsName(semantics) << " semantics)";
+            << RanksNote(*model.model) << " (" << SemanticsName(semantics) << " semantics)";
   if (plan->budget_bytes > 0) {
     std::cout << ", " << BudgetKindName(plan->budget_kind) << " budget "
               << BytesForHumans(plan->budget_bytes) << ": "

@@ -371,8 +371,11 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
     return absl::FailedPreconditionError(absl::StrCat(
         "budget ", FormatBytes(budget_bytes), " (", budget_bytes,
         " bytes) is below the smallest feasible peak ", FormatBytes(min_peak_),
-        " (", min_peak_, " bytes) for this model and semantics: no plan fits; "
-        "give a budget of ", min_peak_, " bytes or more"));
+        " (", min_peak_, " bytes) for this model and semantics",
+        model_->model->parallel.single_rank()
+            ? std::string()
+            : absl::StrCat(", ", DescribeRanks(model_->model->parallel)),
+        ": no plan fits; give a budget of ", min_peak_, " bytes or more"));
   }
   std::vector<int> choice =
       RunChain(budget_bytes, /*minimize_peak=*/false, resolution);
