@@ -49,6 +49,19 @@ TEST(CliManyGpus, Wan14BOnEightH100sFitsEightyGBPerRankAndBeatsEveryPresetThatFi
   const int64_t peak = plan["predicted"]["peak_bytes"].get<int64_t>();
   const double step_ms = plan["predicted"]["step_ms"].get<double>();
   EXPECT_LE(peak, k80GB);
+  // The plan re-simulated: exposed FSDP time is part of the step.
+  r = RunSacplan({"simulate", "--profile", profile.string(), "--plan", plan_path.string(),
+                  "--json"},
+                 dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json simulated = nlohmann::json::parse(r.out);
+  EXPECT_EQ(simulated["peak_bytes"].get<int64_t>(), peak);
+  EXPECT_GT(simulated["comm_ms"].get<double>(), 0);
+  EXPECT_NEAR(simulated["step_ms"].get<double>(),
+              simulated["forward_ms"].get<double>() + simulated["backward_ms"].get<double>() +
+                  simulated["recompute_ms"].get<double>() +
+                  simulated["optimizer_ms"].get<double>() + simulated["comm_ms"].get<double>(),
+              1e-6);
 
   // Every preset, simulated by compare on the same profile and budget.
   r = RunSacplan({"compare", "--profile", profile.string(), "--budget", "80GB"}, dir);
