@@ -96,7 +96,7 @@ absl::Status RunCompare(const CompareFlags& flags) {
   }
 
   std::cout << "compare: " << loaded->profile->model_name << " on "
-            << loaded->profile->device << ", budget "
+            << loaded->profile->device << RanksNote(loaded->profile->model) << ", budget "
             << BytesForHumans(budget_bytes) << ", "
             << SemanticsName(semantics) << " semantics\n";
   const PeakUnit unit = ChoosePeakUnit(rows);

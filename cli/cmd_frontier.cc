@@ -70,7 +70,7 @@ absl::Status RunFrontier(const FrontierFlags& flags) {
                        {"step_ms", result->step_ms},
                        {"recompute_ms", result->recompute_ms}});
   }
-  const nlohmann::json doc = {
+  nlohmann::json doc = {
       {"schema", kFrontierSchema},
       {"model", (*loaded)->profile->model_name},
       {"device", (*loaded)->profile->device},
@@ -78,10 +78,15 @@ absl::Status RunFrontier(const FrontierFlags& flags) {
       {"points", std::move(points)},
       {"presets", std::move(presets)},
   };
+  // Peaks and times are one rank's; say which job it belongs to.
+  if (const ParallelConfig& p = (*loaded)->profile->model.parallel; !p.single_rank()) {
+    doc["parallel"] = {{"world_size", p.world_size}, {"fsdp", p.fsdp}, {"sp", p.sp}};
+  }
   absl::Status written = WriteFileAtomically(flags.output, doc.dump(1) + "\n");
   if (!written.ok()) return written;
 
-  std::cout << "frontier: " << frontier.size() << " plans";
+  std::cout << "frontier: " << frontier.size() << " plans"
+            << RanksNote((*loaded)->profile->model);
   if (!frontier.empty()) {
     std::cout << " from " << FormatBytes(frontier.front().result.peak_bytes)
               << " / " << frontier.front().result.step_ms << " ms to "

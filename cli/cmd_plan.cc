@@ -96,7 +96,8 @@ absl::Status RunPlan(const PlanFlags& flags) {
       flags.output, PlanToJson(plan, model).dump(1) + "\n");
   if (!written.ok()) return written;
 
-  std::cout << "plan: " << method << " for " << plan.model_name << " ("
+  std::cout << "plan: " << method << " for " << plan.model_name
+            << RanksNote(*model.model) << " ("
             << SemanticsName(*semantics) << " semantics)";
   if (budget_bytes > 0) {
     const int64_t capped = *budget_kind == BudgetKind::kReserved

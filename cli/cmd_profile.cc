@@ -14,6 +14,7 @@
 #include "progress.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/parallel.h"
 #include "sacplan/planner/profile.h"
 #include "sacplan/profiler/calibration.h"
 #include "sacplan/profiler/device.h"
@@ -36,7 +37,30 @@ struct ProfileFlags {
   // Measured profile.json files whose fit replaces the preset's op times.
   std::vector<std::string> calibrate_from;
   std::string kernels = "aten";  // which block-op implementation to time
+  ParallelConfig parallel;       // --world-size, --fsdp, --sp: one rank's job
 };
+
+// The parallel flags' rules, in the flags' own words, then whether the model
+// splits that way (sp must divide its heads and tokens).
+absl::Status CheckParallelFlags(const ParallelConfig& p, const ModelConfig& config) {
+  if (p.sp > p.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sp ", p.sp, " is more than --world-size ", p.world_size,
+        ": a sequence-parallel group is made of ranks of the job"));
+  }
+  if (p.world_size % p.sp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sp ", p.sp, " does not divide --world-size ", p.world_size,
+        ": the job is made of whole sequence-parallel groups"));
+  }
+  if (p.fsdp && p.world_size < 2) {
+    return absl::InvalidArgumentError(
+        "--fsdp needs --world-size 2 or more: on one rank FSDP has no one to shard with");
+  }
+  absl::Status split = ValidateParallelFor(config, p);
+  if (!split.ok()) return absl::InvalidArgumentError(absl::StrCat("--", split.message()));
+  return absl::OkStatus();
+}
 
 // Devices measured on a GPU (CUPTI) rather than modelled.
 bool IsGpuMeasuredDevice(const std::string& device) {
@@ -182,6 +206,13 @@ absl::Status Calibrate(const std::vector<std::string>& paths, const ModelConfig&
 }
 
 absl::Status RunProfile(const ProfileFlags& flags) {
+  if (!flags.parallel.single_rank() &&
+      (flags.device == "cpu" || IsGpuMeasuredDevice(flags.device))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world-size/--fsdp/--sp model one rank of a roofline preset (",
+        absl::StrJoin(DeviceNames(), ", "), "); --device ", flags.device,
+        " measures one process: capture each rank under torchrun with sacplan_torch"));
+  }
   if (!flags.calibrate_from.empty() && (flags.device == "cpu" || IsGpuMeasuredDevice(flags.device))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--calibrate-from retimes a roofline preset's profile; --device ", flags.device,
@@ -223,7 +254,8 @@ absl::Status RunProfile(const ProfileFlags& flags) {
   }
   absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
   if (!config.ok()) return config.status();
-  absl::StatusOr<Profile> profile = RooflineProfile(*config, *device);
+  if (absl::Status s = CheckParallelFlags(flags.parallel, *config); !s.ok()) return s;
+  absl::StatusOr<Profile> profile = RooflineProfile(*config, *device, flags.parallel);
   if (!profile.ok()) return profile.status();
   std::string calibration_summary;
   if (!flags.calibrate_from.empty()) {
@@ -242,10 +274,16 @@ absl::Status RunProfile(const ProfileFlags& flags) {
             << model.blocks.size() << " blocks x " << ops << " ops, "
             << config->tokens << " tokens x batch " << config->batch
             << (flags.calibrate_from.empty() ? ", roofline on " : ", calibrated, memory of ")
-            << device->description << "\n"
-            << "  fixed memory " << FormatBytes(model.fixed.param_bytes +
+            << device->description << "\n";
+  if (!model.parallel.single_rank()) {
+    std::cout << "  " << DescribeRanks(model.parallel) << ": " << config->tokens / model.parallel.sp
+              << " tokens outside attention, data parallel " << model.parallel.world_size / model.parallel.sp
+              << "\n";
+  }
+  std::cout << "  fixed memory " << FormatBytes(model.fixed.param_bytes +
                                                 model.fixed.optimizer_state_bytes)
-            << " (parameters + optimizer state)\n"
+            << " (parameters + optimizer state"
+            << (model.parallel.fsdp ? ", this rank's shards" : "") << ")\n"
             << calibration_summary << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
@@ -271,7 +309,13 @@ Command AddProfileCommand(CLI::App& app) {
       "its op id for Nsight Systems.\n"
       "Example: sacplan profile --model wan2.1-1.3b --frames 77 --height 720 "
       "--width 1280 --device h100 -o profile.json\n"
-      "Example: sacplan profile --model wan-tiny --device cpu -o profile.json");
+      "Example: sacplan profile --model wan-tiny --device cpu -o profile.json\n"
+      "Many GPUs (roofline presets): --world-size 8 --fsdp --sp 8 describes one "
+      "rank of 8 under FSDP2 and Ulysses sequence parallel; every figure in the "
+      "profile, and in what plan, compare, frontier and report print from it, is "
+      "per rank.\n"
+      "Example: sacplan profile --model wan2.1-14b --device h100 --world-size 8 "
+      "--fsdp --sp 8 -o profile.json");
   AddModelOptions(*command, flags->model);
   command->add_option(
       "--device", flags->device,
@@ -302,6 +346,22 @@ Command AddProfileCommand(CLI::App& app) {
                       "or fused (sacplan's CUDA kernels; measured CUDA profiles only). "
                       "Recorded as the profile's \"kernels\"")
       ->check(CLI::IsMember({"aten", "fused"}));
+  command->add_option("--world-size", flags->parallel.world_size,
+                      "Ranks (GPUs) in the job; the profile describes one of them "
+                      "(default 1). Collectives over up to 8 ranks use the preset's "
+                      "NVLink bandwidth, larger ones its InfiniBand")
+      ->check(CLI::Range(1, kMaxWorldSize));
+  command->add_flag("--fsdp", flags->parallel.fsdp,
+                    "FSDP2 (fully_shard per block) over all --world-size ranks: "
+                    "parameters, gradients and optimizer state sharded, each block "
+                    "all-gathered for its forward and backward and its gradients "
+                    "reduce-scattered. Needs --world-size 2 or more");
+  command->add_option("--sp", flags->parallel.sp,
+                      "Ulysses sequence-parallel degree (default 1): groups of --sp "
+                      "ranks split the tokens, and attention sees all of them for "
+                      "heads / sp between all-to-alls. Must divide --world-size, "
+                      "the heads (and KV heads) and the tokens")
+      ->check(CLI::Range(1, kMaxWorldSize));
   command->add_option("-o,--output", flags->output, "profile.json to write")
       ->required();
   return {command, [flags] { return RunProfile(*flags); }};

@@ -94,7 +94,7 @@ absl::Status RunReport(const ReportFlags& flags) {
     return written;
   }
 
-  std::cout << "report: " << reports::Verdict(*data) << "\n";
+  std::cout << "report" << RanksNote((*loaded)->profile->model) << ": " << reports::Verdict(*data) << "\n";
   std::cout << "wrote " << flags.output << " (" << html.size() << " bytes)\n";
   if (!flags.snapshot.empty()) {
     std::cout << "wrote " << flags.snapshot

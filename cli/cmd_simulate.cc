@@ -58,6 +58,7 @@ nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
       {"backward_ms", result.backward_ms},
       {"recompute_ms", result.recompute_ms},
       {"optimizer_ms", result.optimizer_ms},
+      {"comm_ms", result.comm_ms},
       {"recomputed_ops", result.recomputed_ops},
       {"peak", peak},
       {"prediction_holds", PredictionHolds(plan.predicted, result, reserved)},
@@ -104,7 +105,7 @@ absl::Status RunSimulate(const SimulateFlags& flags) {
     return absl::OkStatus();
   }
   std::cout << "simulate: " << plan->method << " plan for " << plan->model_name
-            << " (" << SemanticsName(semantics) << " semantics)";
+            << RanksNote(*model.model) << " (" << SemanticsName(semantics) << " semantics)";
   if (plan->budget_bytes > 0) {
     std::cout << ", " << BudgetKindName(plan->budget_kind) << " budget "
               << BytesForHumans(plan->budget_bytes) << ": "

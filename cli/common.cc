@@ -82,15 +82,23 @@ std::string DescribeLocation(const StepLocation& where) {
   return text;
 }
 
+std::string RanksNote(const Model& model) {
+  const std::string ranks = DescribeRanks(model.parallel);
+  return ranks.empty() ? ranks : ", " + ranks;
+}
+
 std::string StepSummary(const StepResult& result) {
+  const std::string comm =
+      result.comm_ms > 0 ? absl::StrFormat(", exposed collectives %.2f", result.comm_ms)
+                         : std::string();
   return absl::StrFormat(
       "  peak       %s, reached in %s\n"
       "  step       %.2f ms (forward %.2f, backward %.2f, recompute %.2f, "
-      "optimizer %.2f)\n"
+      "optimizer %.2f%s)\n"
       "  recompute  %d ops, %.2f ms\n",
       BytesForHumans(result.peak_bytes), DescribeLocation(result.peak),
       result.step_ms, result.forward_ms, result.backward_ms,
-      result.recompute_ms, result.optimizer_ms, result.recomputed_ops,
+      result.recompute_ms, result.optimizer_ms, comm, result.recomputed_ops,
       result.recompute_ms);
 }
 

@@ -58,6 +58,10 @@ std::string StepSummary(const StepResult& result);
 // model predicts, with the allocated (block) peak beside it.
 std::string ReservedSummary(const AllocatorStats& stats);
 
+// ", per rank of 8 (FSDP, sequence parallel 8)" for a many-GPU profile,
+// "" for a single rank: what commands print beside the model's name.
+std::string RanksNote(const Model& model);
+
 // "forward" / "backward of block 29, op self_attn" style description.
 std::string DescribeLocation(const StepLocation& where);
 

@@ -16,11 +16,14 @@ int64_t ShardBytes(int64_t bytes, int world_size) {
 }
 
 // FSDP2 over every rank: the fixed states become this rank's shards and
-// each block gathers, frees and reduce-scatters its own parameters.
+// each block gathers, frees and reduce-scatters its own parameters. The
+// root (embeddings and head) stays gathered through forward and backward,
+// and its gradients are reduce-scattered only after the embeddings'
+// backward, so they count unsharded.
 void ShardForFsdp(int world_size, Model& model) {
   FixedMemory& f = model.fixed;
-  for (int64_t* bytes : {&f.param_bytes, &f.optimizer_state_bytes,
-                         &f.nonblock_grad_bytes, &f.embedding_grad_bytes}) {
+  f.fsdp_root_param_bytes = f.nonblock_grad_bytes + f.embedding_grad_bytes;
+  for (int64_t* bytes : {&f.param_bytes, &f.optimizer_state_bytes}) {
     *bytes = ShardBytes(*bytes, world_size);
   }
   for (Block& block : model.blocks) {

@@ -219,6 +219,7 @@ absl::Status CheckTotals(const Model& model) {
   const FixedMemory& f = model.fixed;
   for (int64_t bytes : {f.param_bytes, f.optimizer_state_bytes, f.nonblock_grad_bytes,
                         f.embedding_grad_bytes, f.embedding_saved_bytes, f.head_bytes,
+                        f.fsdp_root_param_bytes,
                         f.optimizer_step_bytes}) {
     add(bytes);
   }
@@ -250,6 +251,10 @@ absl::Status ValidateModel(const Model& model) {
   }
   RETURN_IF_ERROR(CheckBlocksConnect(model.blocks));
   RETURN_IF_ERROR(ValidateParallelConfig(model.parallel));
+  if (model.fixed.fsdp_root_param_bytes > 0 && !model.parallel.fsdp) {
+    return absl::InvalidArgumentError(
+        "fixed.fsdp_root_param_bytes: needs parallel.fsdp (no root is gathered without FSDP)");
+  }
   for (size_t i = 0; i < model.blocks.size(); ++i) {
     RETURN_IF_ERROR(ValidateBlockFsdp(model.blocks[i].fsdp, model.parallel.fsdp,
                                       static_cast<int>(i)));
@@ -257,7 +262,8 @@ absl::Status ValidateModel(const Model& model) {
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
       f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 ||
-      f.embedding_saved_bytes < 0 || f.head_bytes < 0 || f.optimizer_step_bytes < 0) {
+      f.embedding_saved_bytes < 0 || f.head_bytes < 0 || f.optimizer_step_bytes < 0 ||
+      f.fsdp_root_param_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
   if (!(f.head_fwd_ms >= 0 && f.head_bwd_ms >= 0 && f.optimizer_ms >= 0 &&

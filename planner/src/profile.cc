@@ -150,7 +150,8 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"embedding_grad_bytes", false, &f.embedding_grad_bytes},
       {"embedding_saved_bytes", false, &f.embedding_saved_bytes},
       {"head_bytes", false, &f.head_bytes},
-      {"optimizer_step_bytes", false, &f.optimizer_step_bytes}};
+      {"optimizer_step_bytes", false, &f.optimizer_step_bytes},
+      {"fsdp_root_param_bytes", false, &f.fsdp_root_param_bytes}};
   for (const auto& field : byte_fields) {
     RETURN_IF_ERROR(
         ReadInt(j, field.key, path, field.required, *field.out, kByteRange));
@@ -264,8 +265,11 @@ json ProfileToJson(const Profile& p) {
             {"optimizer_ms", f.optimizer_ms}}},
           {"blocks", blocks}};
   if (!p.measurement.empty()) doc["measurement"] = p.measurement;
-  // A single-rank profile stays as it was before the field existed.
+  // A single-rank profile stays as it was before the fields existed.
   if (!p.model.parallel.single_rank()) doc["parallel"] = ParallelToJson(p.model.parallel);
+  if (f.fsdp_root_param_bytes > 0) {
+    doc["fixed"]["fsdp_root_param_bytes"] = f.fsdp_root_param_bytes;
+  }
   return doc;
 }
 

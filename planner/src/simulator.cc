@@ -280,6 +280,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   const int64_t embedding_out_bytes = first.tensors[first.carried_input].bytes;
   tracker.Alloc(MemoryCategory::kKept, embedding_out_bytes);
   tracker.Alloc(MemoryCategory::kKept, fixed.embedding_saved_bytes);
+  tracker.Alloc(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
   tracker.Mark({Phase::kSetup, -1, ""}, clock_ms);
 
   auto interpreter = [&](int b) {
@@ -323,6 +324,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   tracker.Alloc(MemoryCategory::kParamGrads, fixed.embedding_grad_bytes);
   tracker.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms);
   tracker.Free(MemoryCategory::kKept, fixed.embedding_saved_bytes);
+  tracker.Free(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
   tracker.Free(MemoryCategory::kActivationGrads, embedding_out_bytes);
   tracker.Free(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
 

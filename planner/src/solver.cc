@@ -40,10 +40,12 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
   StepConstants c;
-  // What the embeddings saved for their backward is live from setup to the
-  // embeddings' backward, so at every moment but the optimizer step's.
+  // What the embeddings saved for their backward, and under FSDP the root's
+  // unsharded parameters, are live from setup to the embeddings' backward,
+  // so at every moment but the optimizer step's.
+  const int64_t until_backward_ends = fixed.embedding_saved_bytes + fixed.fsdp_root_param_bytes;
   const int64_t resident = fixed.param_bytes + fixed.optimizer_state_bytes +
-                           model.shared_input_bytes + fixed.embedding_saved_bytes;
+                           model.shared_input_bytes + until_backward_ends;
   c.forward_base = resident;
   const BlockAnalysis& last = model.blocks.back();
   const int64_t last_out = last.tensors[last.output].bytes;
@@ -80,7 +82,7 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   c.plan_independent_peak = std::max(
       {resident + first_in,
        resident + all_param_grads + first_in + model.shared_input_grad_bytes,
-       resident - fixed.embedding_saved_bytes + all_param_grads +
+       resident - until_backward_ends + all_param_grads +
            fixed.optimizer_step_bytes});
   return c;
 }
@@ -371,8 +373,11 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
     return absl::FailedPreconditionError(absl::StrCat(
         "budget ", FormatBytes(budget_bytes), " (", budget_bytes,
         " bytes) is below the smallest feasible peak ", FormatBytes(min_peak_),
-        " (", min_peak_, " bytes) for this model and semantics: no plan fits; "
-        "give a budget of ", min_peak_, " bytes or more"));
+        " (", min_peak_, " bytes) for this model and semantics",
+        model_->model->parallel.single_rank()
+            ? std::string()
+            : absl::StrCat(", ", DescribeRanks(model_->model->parallel)),
+        ": no plan fits; give a budget of ", min_peak_, " bytes or more"));
   }
   std::vector<int> choice =
       RunChain(budget_bytes, /*minimize_peak=*/false, resolution);

@@ -103,6 +103,8 @@ absl::StatusOr<RooflineCalibration> CalibrateRoofline(
     for (const Block& block : measured[p].model.blocks) {
       for (size_t k = 0; k < block.ops.size(); ++k) {
         const Op& op = block.ops[k];
+        // A collective's time is the interconnect's, not a compute law's.
+        if (op.collective) continue;
         const std::string where =
             absl::StrCat("calibration profile ", p + 1, " blocks[", block.index, "].ops[", k,
                          "] ('", op.id, "')");
@@ -129,7 +131,9 @@ absl::StatusOr<RooflineCalibration> CalibrateRoofline(
   const TimeLaw& gemm_bwd = calibration.bwd[static_cast<int>(OpClass::kGemm)];
   for (const MeasuredProfile& m : measured) {
     const FixedMemory& fixed = m.model.fixed;
-    const NonBlockCost cost = NonBlockCostOf(m.config);
+    ModelConfig rank = m.config;  // a rank's head sees its own tokens
+    rank.tokens /= m.model.parallel.sp;
+    const NonBlockCost cost = NonBlockCostOf(rank);
     const double fwd_law = gemm_fwd.PredictMs(cost.fwd_flops, cost.fwd_bytes_moved);
     const double bwd_law = gemm_bwd.PredictMs(cost.fwd_flops, cost.fwd_bytes_moved);
     if (fixed.head_fwd_ms > 0 && fixed.head_bwd_ms > 0 && fwd_law > 0 && bwd_law > 0) {
@@ -180,6 +184,7 @@ void ApplyCalibration(const RooflineCalibration& calibration, const ModelConfig&
                       Model& model) {
   for (Block& block : model.blocks) {
     for (Op& op : block.ops) {
+      if (op.collective) continue;  // keeps the roofline's interconnect time
       const int c = static_cast<int>(OpClassOf(op.kind));
       if (calibration.fwd[c].samples > 0) {
         op.fwd_ms = calibration.fwd[c].PredictMs(op.flops, op.bytes_moved);
@@ -190,7 +195,10 @@ void ApplyCalibration(const RooflineCalibration& calibration, const ModelConfig&
     }
   }
   FixedMemory& fixed = model.fixed;
-  const NonBlockCost cost = NonBlockCostOf(config);
+  // The head and the embeddings see this rank's tokens.
+  ModelConfig rank = config;
+  rank.tokens /= model.parallel.sp;
+  const NonBlockCost cost = NonBlockCostOf(rank);
   const int gemm = static_cast<int>(OpClass::kGemm);
   if (calibration.head_fwd_scale > 0 && calibration.fwd[gemm].samples > 0) {
     fixed.head_fwd_ms = calibration.head_fwd_scale *

@@ -129,6 +129,7 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
   absl::StrAppend(&out, "<g class=\"areas\">");
   for (int c = kMemoryCategoryCount - 1; c >= 0 && !column_point.empty(); --c) {
     const auto category = static_cast<MemoryCategory>(c);
+    if (category == MemoryCategory::kFsdpBuffers && !has_fsdp) continue;
     std::string d = absl::StrCat("M", Num(f.left, 0), " ", Num(f.bottom(), 1));
     std::string last_y;
     for (int col = 0; col < columns; ++col) {

@@ -485,5 +485,43 @@ TEST_F(CliErrors, PlanForAnotherModelWithItsNameEdited) {
   EXPECT_FALSE(fs::exists(dir_this_ / "r.html"));
 }
 
+// Issue 9's bad input: a split the model or the job cannot make.
+TEST_F(CliErrors, ParallelFlagsThatCannotSplitTheJobOrTheModel) {
+  const std::vector<std::string> wan14 = {"profile", "--model", "wan2.1-14b",
+                                          "--device", "h100"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = wan14;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  // 40 heads: 6 ranks of sequence parallel cannot share them.
+  ExpectRejectedWithOutput(with({"--world-size", "6", "--sp", "6"}), "heads (40)");
+  // 75,604 tokens split 4 ways, not 8.
+  ExpectRejectedWithOutput(with({"--tokens", "75604", "--world-size", "8", "--sp", "8"}),
+                           "tokens (75604)");
+  ExpectRejectedWithOutput(with({"--world-size", "4", "--sp", "8"}),
+                           "--sp 8 is more than --world-size 4");
+  ExpectRejectedWithOutput(with({"--world-size", "8", "--sp", "3"}),
+                           "--sp 3 does not divide --world-size 8");
+  ExpectRejectedWithOutput(with({"--fsdp"}), "--fsdp needs --world-size 2 or more");
+  ExpectRejectedWithOutput(with({"--world-size", "1", "--fsdp"}), "--fsdp");
+  ExpectRejectedWithOutput(with({"--world-size", "0"}), "--world-size");
+  // LLaMA-3 8B has 8 KV heads: 16-way Ulysses cannot split them.
+  ExpectRejectedWithOutput({"profile", "--model", "llama3-8b", "--device", "h100",
+                            "--world-size", "16", "--sp", "16"},
+                           "kv_heads (8)");
+}
+
+TEST_F(CliErrors, ProfileFsdpFieldsThatBreakTheRules) {
+  ExpectRejectedWithOutput(PlanFull(EditedProfile([](nlohmann::json& doc) {
+                             doc["parallel"] = {{"world_size", 4}, {"sp", 8}};
+                           })),
+                           "parallel.sp");
+  ExpectRejectedWithOutput(PlanFull(EditedProfile([](nlohmann::json& doc) {
+                             doc["parallel"] = {{"world_size", 2}, {"fsdp", true}};
+                           })),
+                           "blocks[0].fsdp: missing");
+}
+
 }  // namespace
 }  // namespace sacplan::testing

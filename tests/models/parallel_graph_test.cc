@@ -121,7 +121,12 @@ TEST(ParallelGraphTest, FsdpShardsFixedMemoryAndFillsEveryBlock) {
             FindOp(one.blocks[3], "ffn.0").param_bytes);
   EXPECT_EQ(fsdp.fixed.param_bytes, (one.fixed.param_bytes + 7) / 8);
   EXPECT_EQ(fsdp.fixed.optimizer_state_bytes, (one.fixed.optimizer_state_bytes + 7) / 8);
-  EXPECT_EQ(fsdp.fixed.nonblock_grad_bytes, (one.fixed.nonblock_grad_bytes + 7) / 8);
+  // The root (embeddings, head) stays gathered all step; its gradients are
+  // whole until its reduce-scatter after the embeddings' backward.
+  EXPECT_EQ(fsdp.fixed.nonblock_grad_bytes, one.fixed.nonblock_grad_bytes);
+  EXPECT_EQ(fsdp.fixed.fsdp_root_param_bytes,
+            one.fixed.nonblock_grad_bytes + one.fixed.embedding_grad_bytes);
+  EXPECT_EQ(one.fixed.fsdp_root_param_bytes, 0);
   // The head sees this rank's 9,450 tokens.
   EXPECT_EQ(fsdp.fixed.head_bytes, one.fixed.head_bytes / 8);
   // Without FSDP nothing is sharded and no block has FSDP fields.

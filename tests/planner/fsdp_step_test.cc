@@ -103,6 +103,26 @@ TEST(FsdpStepTest, BytesAtEveryFsdpMomentMatchTheHandCount) {
   EXPECT_EQ(last.bytes[static_cast<int>(MemoryCategory::kFsdpBuffers)], 0);
 }
 
+TEST(FsdpStepTest, TheRootStaysGatheredUntilBackwardEnds) {
+  Model model = TwoRankChain();
+  model.fixed.fsdp_root_param_bytes = 300;
+  SimulateOptions options;
+  options.record_timeline = true;
+  const StepResult base = *SimulateStep(*AnalyzeModel(TwoRankChain()),
+                                        std::vector<SaveMask>(2, SaveMask(3, true)),
+                                        Semantics::kSacplan, options);
+  const StepResult r = *SimulateStep(*AnalyzeModel(model),
+                                     std::vector<SaveMask>(2, SaveMask(3, true)),
+                                     Semantics::kSacplan, options);
+  ASSERT_EQ(r.timeline.size(), base.timeline.size());
+  for (size_t i = 0; i + 1 < r.timeline.size(); ++i) {
+    EXPECT_EQ(r.timeline[i].total_bytes, base.timeline[i].total_bytes + 300) << i;
+  }
+  EXPECT_EQ(r.timeline.back().where.phase, Phase::kOptimizer);
+  EXPECT_EQ(r.timeline.back().total_bytes, base.timeline.back().total_bytes);
+  EXPECT_EQ(r.peak_bytes, base.peak_bytes + 300);
+}
+
 TEST(FsdpStepTest, CollectiveScratchCountsWhileTheCollectiveRuns) {
   Model model = TwoRankChain();
   for (Block& block : model.blocks) {
@@ -163,6 +183,7 @@ Model RandomFsdpModel(uint32_t seed) {
   Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
   model.parallel = {4, true, 1};
   std::mt19937 rng(seed);
+  model.fixed.fsdp_root_param_bytes = 8 * (rng() % 5);
   for (Block& block : model.blocks) {
     int64_t param_bytes = 0;
     for (const Op& op : block.ops) param_bytes += op.param_bytes;

@@ -106,6 +106,20 @@ TEST(ParallelTest, BlockFsdpIsRequiredExactlyUnderFsdp) {
   EXPECT_EQ(ErrorOf(doc).rfind("blocks[0].fsdp.all_gather_ms", 0), 0u);
 }
 
+TEST(ParallelTest, RootParamBytesRoundTripAndNeedFsdp) {
+  Profile profile = FsdpProfile();
+  profile.model.fixed.fsdp_root_param_bytes = 3344;
+  nlohmann::json doc = ProfileToJson(profile);
+  EXPECT_EQ(doc["fixed"]["fsdp_root_param_bytes"], 3344);
+  auto read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model.fixed.fsdp_root_param_bytes, 3344);
+  doc.erase("parallel");
+  for (auto& block : doc["blocks"]) block.erase("fsdp");
+  EXPECT_EQ(ErrorOf(doc).rfind("fixed.fsdp_root_param_bytes", 0), 0u) << ErrorOf(doc);
+  EXPECT_FALSE(ProfileToJson(Profile{}).at("fixed").contains("fsdp_root_param_bytes"));
+}
+
 TEST(ParallelTest, ValidateModelChecksTheConfigBuiltInCode) {
   Model model = testing::ChainModel(2);
   model.parallel = {8, false, 16};

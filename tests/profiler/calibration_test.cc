@@ -11,9 +11,12 @@
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/profiler/roofline.h"
+#include "support/model_lookup.h"
 
 namespace sacplan {
 namespace {
+
+using ::sacplan::testing::FindOp;
 
 ModelConfig Wan(int64_t tokens, int64_t dim = 64) {
   ModelConfig config = *ModelConfigByName("wan-tiny");
@@ -143,6 +146,25 @@ TEST(CalibrationTest, RooflineShapedShortProfilesPredictALongOne) {
               want, got, 100 * (got - want) / want, h100_ms);
   EXPECT_NEAR(got, want, 0.05 * want);
   EXPECT_GT(std::abs(h100_ms - want), 0.5 * want);  // the check is not vacuous
+}
+
+TEST(CalibrationTest, OneRankKeepsItsCollectiveTimesAndTimesItsOwnTokens) {
+  const Truth t = KnownLaws();
+  const RooflineCalibration fit =
+      *CalibrateRoofline({Synthetic(Wan(256), t), Synthetic(Wan(512), t)});
+  const ModelConfig config = Wan(4096);
+  Profile rank = *RooflineProfile(config, *DeviceByName("h100"), {2, false, 2});
+  const Op before = FindOp(rank.model.blocks[0], "self_attn.a2a_q");
+  ApplyCalibration(fit, config, rank.model);
+  const Op& after = FindOp(rank.model.blocks[0], "self_attn.a2a_q");
+  EXPECT_EQ(after.fwd_ms, before.fwd_ms);  // NVLink's, not a fitted law's
+  EXPECT_EQ(after.bwd_ms, before.bwd_ms);
+  ModelConfig half = config;
+  half.tokens = 2048;
+  const NonBlockCost head = NonBlockCostOf(half);
+  EXPECT_NEAR(rank.model.fixed.head_fwd_ms,
+              t.head_fwd_scale * t.fwd[0].PredictMs(head.fwd_flops, head.fwd_bytes_moved),
+              1e-6);
 }
 
 TEST(CalibrationTest, RejectsProfilesItCannotFit) {

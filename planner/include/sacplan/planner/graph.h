@@ -103,6 +103,10 @@ struct FixedMemory {
   // last block's output.
   int64_t head_bytes = 0;
   int64_t optimizer_step_bytes = 0;  // scratch of the optimizer step
+  // FSDP only: the root module's parameters (embeddings, head) unsharded.
+  // FSDP2 gathers them before block 0 and, the root being exempt from
+  // reshard_after_forward, keeps them until the end of backward.
+  int64_t fsdp_root_param_bytes = 0;
   double head_fwd_ms = 0;    // embeddings + head + loss forward
   double head_bwd_ms = 0;    // their backward
   double optimizer_ms = 0;   // optimizer step

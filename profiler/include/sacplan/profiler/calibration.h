@@ -83,8 +83,10 @@ absl::StatusOr<MeasuredProfile> MeasuredFromProfile(const Profile& profile,
                                                     const std::string& what);
 
 // Sets every op's fwd_ms / bwd_ms from the fitted law of its class (ops of a
-// class with no samples keep their times), and the head and optimizer times
-// from their scales when known, using `config`'s non-block costs.
+// class with no samples keep their times; collectives keep theirs, which are
+// the interconnect's and are never fitted), and the head and optimizer times
+// from their scales when known, using `config`'s non-block costs at the
+// model's tokens per rank (tokens / parallel.sp).
 void ApplyCalibration(const RooflineCalibration& calibration, const ModelConfig& config,
                       Model& model);
 

@@ -22,7 +22,7 @@ namespace sacplan::reports {
 // Collectives show as ticks under the plot (class "collective"): the
 // moments of ops named in `collective_ops` (sequence-parallel all-to-alls)
 // and FSDP's all-gathers and reduce-scatters ("fsdp.*" moments). The FSDP
-// buffers' legend entry appears only when a step has any.
+// buffers' area and legend entry appear only when a step has any.
 std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
                         const std::string& id,
                         const std::set<std::string>& collective_ops = {});
