@@ -600,6 +600,26 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
             (embedding_grads if tracer.backward_started else head_grads).append(nbytes)
 
         grad_hooks.append(p.register_post_accumulate_grad_hook(arrived))
+    # Under FSDP2 the root's gradients are whole (unsharded) from their
+    # module's backward until the root's reduce-scatter at the end of
+    # backward; the hooks above only see the shards FSDP2 assigns after it.
+    # A module outside the blocks that runs before block 0 is an embedding,
+    # after it the head.
+    root_grads = {"head": 0, "embedding": 0}
+    fsdp = parallel is not None and parallel["fsdp"]
+    if fsdp:
+        in_blocks = {id(m) for _, block in found for m in block.modules()}
+        for module in model.modules():
+            if id(module) in in_blocks or not module._parameters:
+                continue
+
+            def ran(mod, args):
+                side = "head" if tracer.traces[0] is not None else "embedding"
+                root_grads[side] += sum(p.numel() * p.element_size()
+                                        for p in mod._parameters.values()
+                                        if p is not None and p.requires_grad)
+
+            grad_hooks.append(module.register_forward_pre_hook(ran))
     try:
         with log:
             log.mark("start")
@@ -724,7 +744,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     shared = [inp for inp in first.inputs if inp["kind"] == "shared"]
     shared_grad_bytes = sum(inp["bytes"] for inp in shared if inp["requires_grad"])
     last_out_bytes = next(o.bytes for op in last.ops for o in op.outputs if o.id == last.output)
-    nonblock_grad_bytes = sum(head_grads)
+    nonblock_grad_bytes = root_grads["head"] if fsdp else sum(head_grads)
     end_label = f"fwd_end{len(traces) - 1}"
     # Under FSDP2 the head's backward runs after the root's pre-backward has
     # all-gathered the last block: the head's bytes end there (the
@@ -736,7 +756,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         "param_bytes": _unique_storage_bytes(params + list(model.buffers())),
         "optimizer_state_bytes": _unique_storage_bytes(optimizer_state_tensors(optimizer)),
         "nonblock_grad_bytes": nonblock_grad_bytes,
-        "embedding_grad_bytes": sum(embedding_grads),
+        "embedding_grad_bytes": root_grads["embedding"] if fsdp else sum(embedding_grads),
         "embedding_saved_bytes": tracer.embedding_saved_bytes,
         "head_bytes": max(0, head_peak - nonblock_grad_bytes - last_out_bytes - shared_grad_bytes),
         "optimizer_step_bytes": max(0, log.peak("bwd_end", "opt_end") - log.live("bwd_end")),
@@ -744,6 +764,8 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         "head_bwd_ms": round(max(0.0, statistics.median(phase["backward"]) - blocks_bwd_ms), 6),
         "optimizer_ms": round(statistics.median(phase["optimizer"]), 6),
     }
+    if fsdp:
+        fixed["fsdp_root_param_bytes"] = distributed.root_unsharded_bytes(model)
     config = model_fingerprint(model, found)
     config.update({"name": name or type(model).__name__,
                    "carried_shape": first.inputs[0]["shape"],

@@ -120,6 +120,21 @@ def fsdp_block_bytes(block: nn.Module, world_size: int) -> Dict[str, int]:
             "reduce_scatter_bytes": reduce_in}
 
 
+def root_unsharded_bytes(model: nn.Module) -> int:
+    """The root module's own parameters (those fully_shard(model) groups:
+    embeddings, head) unsharded, in the param dtype. FSDP2 all-gathers them
+    before block 0 and keeps them until the end of backward. 0 when the
+    model itself is not a fully_shard module."""
+    if not _is_fsdp(model):
+        return 0
+    total = 0
+    for fsdp_param in _fsdp_params(model):
+        sharded = fsdp_param.sharded_param
+        dtype = fsdp_param.mp_policy.param_dtype or local(sharded).dtype
+        total += sharded.numel() * dtype.itemsize
+    return total
+
+
 def _works(out) -> list:
     return [leaf for leaf in tree_flatten(out)[0]
             if not isinstance(leaf, torch.Tensor) and hasattr(leaf, "wait")]

@@ -144,6 +144,14 @@ def check_profile(path, size: str, world: int, sp: int) -> None:
     assert profile["parallel"] == {"world_size": world, "fsdp": True, "sp": sp}
     d, ffn = cfg["dim"], cfg["ffn"]
     block_bytes = 4 * (d * 3 * d + 3 * d + d * d + d + d * ffn + ffn + ffn * d + d + 4 * d)
+    # The root (embed before the blocks, head after) stays unsharded all
+    # step, and so do its gradients until its reduce-scatter.
+    embed_bytes = 4 * (cfg["inputs"] * d + d)
+    head_bytes = 4 * (d * worker.ulysses_dit.OUTPUTS + worker.ulysses_dit.OUTPUTS)
+    fixed = profile["fixed"]
+    assert fixed["fsdp_root_param_bytes"] == embed_bytes + head_bytes
+    assert fixed["embedding_grad_bytes"] == embed_bytes
+    assert fixed["nonblock_grad_bytes"] == head_bytes
     for block in profile["blocks"]:
         fsdp = block["fsdp"]
         assert fsdp["unsharded_param_bytes"] == block_bytes
