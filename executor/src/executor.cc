@@ -82,6 +82,10 @@ at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) 
 
 int PlanExecutor::last_recomputed_ops() const { return counters_->recomputed_ops; }
 
+void PlanExecutor::set_op_observer(OpObserver observer) {
+  counters_->observer = std::move(observer);
+}
+
 int PlanExecutor::planned_recomputed_ops() const {
   int total = 0;
   for (const BlockSchedule& schedule : schedules_) total += schedule.recomputed_ops;
