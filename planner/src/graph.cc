@@ -221,7 +221,8 @@ absl::Status CheckTotals(const Model& model) {
         "the model's byte counts add up to more than 2^62 bytes (", kMaxModelTotalBytes,
         "); a step's memory could not be counted in int64"));
   }
-  if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms)) {
+  if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms +
+                     f.step_overhead_ms)) {
     return absl::InvalidArgumentError(
         "the model's op times add up to more than a double holds");
   }
@@ -250,7 +251,8 @@ absl::Status ValidateModel(const Model& model) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
   if (!(f.head_fwd_ms >= 0 && f.head_bwd_ms >= 0 && f.optimizer_ms >= 0 &&
-        std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms))) {
+        f.step_overhead_ms >= 0 &&
+        std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms + f.step_overhead_ms))) {
     return absl::InvalidArgumentError("fixed: times must be finite and >= 0");
   }
   return CheckTotals(model);

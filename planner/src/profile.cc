@@ -156,7 +156,8 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
   const std::pair<const char*, double*> time_fields[] = {
       {"head_fwd_ms", &f.head_fwd_ms},
       {"head_bwd_ms", &f.head_bwd_ms},
-      {"optimizer_ms", &f.optimizer_ms}};
+      {"optimizer_ms", &f.optimizer_ms},
+      {"step_overhead_ms", &f.step_overhead_ms}};
   for (const auto& [key, out] : time_fields) {
     RETURN_IF_ERROR(ReadNumber(j, key, path, false, *out, kTimeRange));
   }
@@ -256,7 +257,8 @@ json ProfileToJson(const Profile& p) {
             {"optimizer_step_bytes", f.optimizer_step_bytes},
             {"head_fwd_ms", f.head_fwd_ms},
             {"head_bwd_ms", f.head_bwd_ms},
-            {"optimizer_ms", f.optimizer_ms}}},
+            {"optimizer_ms", f.optimizer_ms},
+            {"step_overhead_ms", f.step_overhead_ms}}},
           {"blocks", blocks}};
   if (!p.measurement.empty()) doc["measurement"] = p.measurement;
   return doc;

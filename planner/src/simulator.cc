@@ -332,8 +332,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     result.backward_ms += block.bwd_ms;
   }
   result.optimizer_ms = fixed.optimizer_ms;
+  result.overhead_ms = fixed.step_overhead_ms;
   result.step_ms = result.forward_ms + result.backward_ms + result.recompute_ms +
-                   result.optimizer_ms;
+                   result.optimizer_ms + result.overhead_ms;
   if (options.record_timeline) result.timeline = tracker.timeline();
   return result;
 }

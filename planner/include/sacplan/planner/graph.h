@@ -104,6 +104,10 @@ struct FixedMemory {
   double head_fwd_ms = 0;    // embeddings + head + loss forward
   double head_bwd_ms = 0;    // their backward
   double optimizer_ms = 0;   // optimizer step
+  // What a real step spends beyond its timed parts (the blocks' ops, the
+  // head, the optimizer): autograd's engine, the allocator, dispatch, ms.
+  // Measured profiles time it in whole steps; 0 elsewhere.
+  double step_overhead_ms = 0;
 };
 
 struct Model {

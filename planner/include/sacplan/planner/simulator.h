@@ -24,7 +24,8 @@ struct StepResult {
   double backward_ms = 0;      // head backward + every op's backward
   double recompute_ms = 0;     // forward time of recomputed ops
   double optimizer_ms = 0;
-  double step_ms = 0;          // sum of the four above
+  double overhead_ms = 0;      // FixedMemory::step_overhead_ms
+  double step_ms = 0;          // sum of the five above
   int recomputed_ops = 0;
   std::vector<TimelinePoint> timeline;  // filled when asked for
   std::vector<MemoryEvent> events;      // filled when asked for
