@@ -46,6 +46,30 @@ std::string Differs(const std::string& what, int64_t measured, int64_t graph) {
                       graph, " B); the profile keeps the graph's");
 }
 
+// What the embeddings' autograd graph holds for their backward (the text
+// embedding's input, activations inside the MLPs): Embed with grad mode on,
+// then its outputs dropped while their graph is kept, so that what stays
+// allocated is what the graph saved. The outputs themselves the simulator
+// counts as the carried and shared inputs; the batch and constant buffers
+// were allocated before and are not counted.
+int64_t EmbeddingSavedBytes(const TorchModel& model, const Batch& batch,
+                            MemoryMeter& meter) {
+  c10::AutoGradMode grad_mode(true);
+  const int64_t before = meter.Read().allocated_bytes;
+  std::vector<std::shared_ptr<torch::autograd::Node>> graph;
+  {
+    BlockStackInputs in = model.Embed(batch);
+    std::vector<at::Tensor> outs = {in.carried};
+    outs.insert(outs.end(), in.shared.begin(), in.shared.end());
+    for (const at::Tensor& t : outs) {
+      if (t.defined() && t.grad_fn() != nullptr) graph.push_back(t.grad_fn());
+    }
+  }
+  const int64_t saved_bytes = meter.Read().allocated_bytes - before;
+  graph.clear();
+  return std::max<int64_t>(0, saved_bytes);
+}
+
 // Embed + Loss, forward and backward: head times and head_bytes.
 void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter,
                  RunTimer& timer, const CpuProfileOptions& options, FixedMemory& fixed,
@@ -84,6 +108,7 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   embed_outs.clear();
   embed_grads.clear();
   DropGrads(params);
+  fixed.embedding_saved_bytes = EmbeddingSavedBytes(model, batch, meter);
   {
     c10::NoGradGuard no_grad;
     in = model.Embed(batch);
