@@ -76,11 +76,14 @@ void Timed(const StackState& state, int b, const ScheduleStep& step, Run run) {
     run();
     return;
   }
+  const double start_cpu_ms = ProcessCpuMs();
   const auto start = std::chrono::steady_clock::now();
   run();
   const auto end = std::chrono::steady_clock::now();
-  state.counter->observer(
-      {b, step.op, step.kind, std::chrono::duration<double, std::milli>(end - start).count()});
+  const double end_cpu_ms = ProcessCpuMs();
+  state.counter->observer({b, step.op, step.kind,
+                           std::chrono::duration<double, std::milli>(end - start).count(),
+                           end_cpu_ms - start_cpu_ms});
 }
 
 void FreeAll(TensorTable& table, const std::vector<int>& indices) {

@@ -290,7 +290,7 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
   absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
       CreateMemoryMeter(at::Device(at::kCPU));
   if (!meter.ok()) return meter.status();
-  WallClockTimer timer;
+  WallClockTimer timer(options.clock);
   absl::StatusOr<CpuProfileResult> result = cpu_profiler_internal::MeasureModel(
       config, options, at::Device(at::kCPU), **meter, timer);
   if (!result.ok()) return result.status();
@@ -298,6 +298,8 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
   result->profile.source = "cpu";
   result->profile.device = "cpu";
   result->profile.device_memory_bytes = PhysicalMemoryBytes();
+  result->profile.measurement["clock"] =
+      options.clock == HostClock::kProcessCpu ? "process_cpu" : "wall";
   return result;
 }
 

@@ -41,8 +41,9 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
   int step = 0;
   // Per (op, kind): its times in every block of every timed step.
   std::map<std::pair<int, StepKind>, std::vector<double>> op_ms;
+  const bool cpu_clock = options.clock == HostClock::kProcessCpu;
   executor->set_op_observer([&](const OpTiming& t) {
-    if (step >= skipped) op_ms[{t.op, t.kind}].push_back(t.ms);
+    if (step >= skipped) op_ms[{t.op, t.kind}].push_back(cpu_clock ? t.cpu_ms : t.ms);
   });
   TrainOptions train;
   train.steps = skipped + options.repeats;
@@ -59,7 +60,7 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
   RETURN_IF_ERROR(result.status());
   std::vector<double> step_ms;
   for (const StepRecord& r : result->steps) {
-    if (r.step >= skipped) step_ms.push_back(r.step_ms);
+    if (r.step >= skipped) step_ms.push_back(cpu_clock ? r.cpu_ms : r.step_ms);
   }
 
   // The profile's blocks share one structure; each op gets its median.

@@ -17,7 +17,14 @@ struct OpTiming {
   // Wall time of the op's Forward or Backward call with the executor's
   // bookkeeping around it (gathering inputs, accumulating gradients), ms.
   double ms = 0;
+  // The same span in the process's CPU time (ProcessCpuMs), ms.
+  double cpu_ms = 0;
 };
+
+// The process's CPU time (CLOCK_PROCESS_CPUTIME_ID), ms since an arbitrary
+// origin: with one ATen thread, what a step costs without the time it waits
+// while other work holds the cores.
+double ProcessCpuMs();
 
 // Called on the thread running the step, once per op run; must not throw.
 using OpObserver = std::function<void(const OpTiming&)>;

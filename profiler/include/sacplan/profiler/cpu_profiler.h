@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/profiler/run_timer.h"
 
 namespace sacplan {
 
@@ -47,6 +48,10 @@ struct CpuProfileOptions {
   // with other work, 1 gives steadier times: a parallel region waits for its
   // slowest thread, and a descheduled one costs a whole time slice.
   int threads = 0;
+  // The clock every time is read from. kProcessCpu with threads = 1 gives
+  // times that a busy machine does not inflate; compare them with a
+  // training step's CPU time (StepRecord::cpu_ms).
+  HostClock clock = HostClock::kWall;
   // Called with (0, total) once the model is built, then after each measured
   // unit (an op's forward or backward, the head, the optimizer) with the
   // units done; may be empty.
