@@ -250,6 +250,10 @@ absl::Status ValidateModel(const Model& model) {
       f.embedding_saved_bytes < 0 || f.head_bytes < 0 || f.optimizer_step_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
+  if (f.head_fwd_only_bytes < 0 || f.head_fwd_only_bytes > f.head_bytes) {
+    return absl::InvalidArgumentError(
+        "fixed.head_fwd_only_bytes: must be >= 0 and at most head_bytes");
+  }
   if (!(f.head_fwd_ms >= 0 && f.head_bwd_ms >= 0 && f.optimizer_ms >= 0 &&
         f.step_overhead_ms >= 0 &&
         std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms + f.step_overhead_ms))) {

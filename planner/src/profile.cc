@@ -148,6 +148,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"embedding_grad_bytes", false, &f.embedding_grad_bytes},
       {"embedding_saved_bytes", false, &f.embedding_saved_bytes},
       {"head_bytes", false, &f.head_bytes},
+      {"head_fwd_only_bytes", false, &f.head_fwd_only_bytes},
       {"optimizer_step_bytes", false, &f.optimizer_step_bytes}};
   for (const auto& field : byte_fields) {
     RETURN_IF_ERROR(
@@ -254,6 +255,7 @@ json ProfileToJson(const Profile& p) {
             {"embedding_grad_bytes", f.embedding_grad_bytes},
             {"embedding_saved_bytes", f.embedding_saved_bytes},
             {"head_bytes", f.head_bytes},
+            {"head_fwd_only_bytes", f.head_fwd_only_bytes},
             {"optimizer_step_bytes", f.optimizer_step_bytes},
             {"head_fwd_ms", f.head_fwd_ms},
             {"head_bwd_ms", f.head_bwd_ms},

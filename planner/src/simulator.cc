@@ -295,6 +295,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   tracker.Alloc(MemoryCategory::kForwardLive, fixed.head_bytes);
   clock_ms += fixed.head_fwd_ms;
   tracker.Mark({Phase::kHead, -1, "forward"}, clock_ms);
+  tracker.Free(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   tracker.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
   // Two allocations, as in the step: the output's gradient is freed by the
   // last block's backward, the shared inputs' at the end.
@@ -302,7 +303,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   tracker.Alloc(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
   clock_ms += fixed.head_bwd_ms;
   tracker.Mark({Phase::kHead, -1, "backward"}, clock_ms);
-  tracker.Free(MemoryCategory::kForwardLive, fixed.head_bytes);
+  tracker.Free(MemoryCategory::kForwardLive, fixed.head_bytes - fixed.head_fwd_only_bytes);
   if (!schedules.back().holds_output) tracker.Free(MemoryCategory::kKept, last_out_bytes);
 
   for (int b = block_count - 1; b >= 0; --b) {

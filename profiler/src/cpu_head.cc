@@ -178,7 +178,12 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   }();
   const int64_t sim_grads =
       fixed.nonblock_grad_bytes + last_out_bytes + shared_grad_bytes;
-  fixed.head_bytes = std::max<int64_t>({0, fwd_extra, total_extra - sim_grads});
+  // The forward may peak above what the backward holds beside the
+  // gradients (LLaMA's logits and their log-softmax): that part is
+  // forward-only, so the two phases peak where the real head does.
+  const int64_t bwd_bytes = std::max<int64_t>(0, total_extra - sim_grads);
+  fixed.head_bytes = std::max<int64_t>({0, fwd_extra, bwd_bytes});
+  fixed.head_fwd_only_bytes = fixed.head_bytes - bwd_bytes;
   fixed.head_fwd_ms = embed_fwd.median_ms + loss_fwd.median_ms;
   fixed.head_bwd_ms = loss_bwd.median_ms + embed_bwd.median_ms;
   if (head_param_grad_bytes != fixed.nonblock_grad_bytes) {

@@ -100,6 +100,11 @@ struct FixedMemory {
   // Extra bytes held during the loss/head (logits, loss buffers) on top of the
   // last block's output.
   int64_t head_bytes = 0;
+  // The part of head_bytes the head holds only in its forward (a loss's
+  // forward buffers that its backward frees before the gradients arrive);
+  // 0 <= head_fwd_only_bytes <= head_bytes. The rest is held through the
+  // head's backward, beside the gradients.
+  int64_t head_fwd_only_bytes = 0;
   int64_t optimizer_step_bytes = 0;  // scratch of the optimizer step
   double head_fwd_ms = 0;    // embeddings + head + loss forward
   double head_bwd_ms = 0;    // their backward
