@@ -4,10 +4,17 @@
 //
 // What is measured (docs/profile_format.md, "Measured profiles"):
 // - every op of block 0 (all blocks share one structure; the others get
-//   copies): forward time (TorchOp::Forward, grad mode off, as the executor
-//   runs it and recomputes it) and backward time (TorchOp::Backward given
-//   only the tensors the graph's backward_needs names, and random output
-//   gradients), each the median of `repeats` runs after `warmup` runs;
+//   copies), alone: forward (TorchOp::Forward, grad mode off, as the
+//   executor runs it and recomputes it) and backward (TorchOp::Backward
+//   given only the tensors the graph's backward_needs names, and random
+//   output gradients), each `repeats` runs after `warmup` runs, for the
+//   workspaces below;
+// - whole training steps (max(1, warmup) + repeats) of the model under the
+//   `none` plan with the executor: every op's fwd_ms and bwd_ms is its
+//   median time inside those steps (cold caches, a fragmented heap), and
+//   fixed.step_overhead_ms what a step spends beyond the ops, the head and
+//   the optimizer;
+// - embedding_saved_bytes: what the embeddings' autograd graph holds;
 // - workspace_bytes: the most bytes allocated during Forward beyond what was
 //   held before it and its outputs; bwd_workspace_bytes: the same during
 //   Backward beyond the gradients it returns (both clamped at 0), from the
