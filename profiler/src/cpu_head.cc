@@ -70,6 +70,20 @@ int64_t EmbeddingSavedBytes(const TorchModel& model, const Batch& batch,
   return std::max<int64_t>(0, saved_bytes);
 }
 
+// Whether the head's autograd graph keeps its input (the last block's
+// output) for its backward: Wan's LayerNorm reads it in fp32 as it is and
+// saves it; LLaMA's RMSNorm saves its fp32 copy, and the output is freed
+// once the head's forward has read it. A view of `last_out` goes in, so
+// that only what the graph saves (not the leaf's gradient accumulator)
+// adds a reference to its storage.
+bool HeadKeepsItsInput(const TorchModel& model, const at::Tensor& last_out,
+                       const BlockStackInputs& leaves, const Batch& batch) {
+  const at::Tensor input = last_out.view_as(last_out);
+  const auto refs_before = input.storage().use_count();
+  const at::Tensor loss = model.Loss(input, leaves, batch);
+  return input.storage().use_count() > refs_before;
+}
+
 // Embed + Loss, forward and backward: head times and head_bytes.
 void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter,
                  RunTimer& timer, const CpuProfileOptions& options, FixedMemory& fixed,
@@ -165,9 +179,10 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   DropGrads(head_inputs);
 
   // The simulator holds head_bytes through the head's forward and backward
-  // and adds, in its backward, the head's parameter gradients, the last
-  // output's gradient and every shared input's gradient: head_bytes is what
-  // the real head holds beyond those.
+  // (less head_fwd_only_bytes in the backward) and adds, in its backward,
+  // the head's parameter gradients, the last output's gradient and every
+  // shared input's gradient: head_bytes is what the real head holds beyond
+  // those.
   const int64_t last_out_bytes = [&] {
     for (const Op& op : last.ops) {
       for (const TensorInfo& t : op.outputs) {
@@ -176,8 +191,12 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
     }
     return int64_t{0};
   }();
-  const int64_t sim_grads =
-      fixed.nonblock_grad_bytes + last_out_bytes + shared_grad_bytes;
+  // The simulator also holds the last output through the head's backward;
+  // a head that does not keep it has freed it by then.
+  const int64_t released_input_bytes =
+      HeadKeepsItsInput(model, last_out, leaves, batch) ? 0 : last_out_bytes;
+  const int64_t sim_grads = fixed.nonblock_grad_bytes + last_out_bytes +
+                            shared_grad_bytes + released_input_bytes;
   // The forward may peak above what the backward holds beside the
   // gradients (LLaMA's logits and their log-softmax): that part is
   // forward-only, so the two phases peak where the real head does.
