@@ -6,6 +6,7 @@
 #include <array>
 #include <random>
 
+#include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/presets.h"
 #include "test_graphs.h"
 
@@ -267,6 +268,12 @@ TEST(SimulateStepTest, HeadForwardOnlyBytesAreFreedBeforeTheHeadsBackward) {
             300);
   EXPECT_EQ(fwd_only.timeline.back().total_bytes, held.timeline.back().total_bytes);
   EXPECT_EQ(fwd_only.step_ms, held.step_ms);
+  // Each free matches an allocation of its own size, as the allocator's
+  // replay requires (a single head allocation freed in two parts did not).
+  const StepResult events = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                          Semantics::kSacplan, {.record_events = true});
+  const auto replayed = ReplayStepEvents(events.events);
+  EXPECT_TRUE(replayed.ok()) << replayed.status();
 }
 
 // The step overhead is time only: every plan's step grows by it.
