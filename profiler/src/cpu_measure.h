@@ -79,8 +79,10 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
 // every block op's fwd_ms and bwd_ms in `measured` with its median time
 // inside those steps (over the timed steps and every block): an op run
 // alone finds warm caches and a tidy heap, one inside a step does not.
-// Then sets fixed.step_overhead_ms to the median step time less the blocks'
-// ops, the head and the optimizer (clamped at 0, with a note). CPU only:
+// Then runs as many steps unobserved (the clock reads around every op cost
+// time a training step does not spend) and sets fixed.step_overhead_ms to
+// their median time less the blocks' ops, the head and the optimizer
+// (clamped at 0, with a note). CPU only:
 // the executor's op timings are wall times without device synchronization.
 absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
                                const CpuProfileOptions& options, Model& measured,
