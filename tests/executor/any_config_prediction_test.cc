@@ -39,7 +39,7 @@ constexpr int kStepsPerRound = 5;
 // steps of every plan) while a median is outside the tolerance, and
 // compares the median prediction with the median step (a wrong prediction
 // stays outside however many).
-constexpr int kMaxRounds = 3;
+constexpr int kMaxRounds = 5;
 
 std::vector<ModelCase> UnnamedCases() {
   return {
