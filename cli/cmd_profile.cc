@@ -38,6 +38,7 @@ struct ProfileFlags {
   std::vector<std::string> calibrate_from;
   std::string kernels = "aten";  // which block-op implementation to time
   ParallelConfig parallel;       // --world-size, --fsdp, --sp: one rank's job
+  std::string clock = "wall";    // --device cpu: wall or cpu (process CPU time)
 };
 
 // The parallel flags' rules, in the flags' own words, then whether the model
@@ -75,6 +76,7 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
   options.repeats = flags.repeats;
   options.warmup = flags.warmup;
   options.threads = flags.threads;
+  options.clock = flags.clock == "cpu" ? HostClock::kProcessCpu : HostClock::kWall;
   if (ProgressVisible()) {
     options.progress = [](int done, int total) {
       DrawProgress("measuring on cpu", done, total);
@@ -100,11 +102,12 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
             << " blocks x " << ops << " ops, " << config->tokens
             << " tokens x batch " << config->batch << ", measured on cpu (threads: "
             << result->threads << "; median of " << flags.repeats
-            << " after " << flags.warmup << " warmup)\n"
+            << " after " << flags.warmup << " warmup; " << flags.clock << " clock)\n"
             << "  one block: forward " << fwd_ms << " ms, backward " << bwd_ms
             << " ms; head " << model.fixed.head_fwd_ms << " + "
             << model.fixed.head_bwd_ms << " ms; optimizer "
-            << model.fixed.optimizer_ms << " ms\n";
+            << model.fixed.optimizer_ms << " ms; step overhead "
+            << model.fixed.step_overhead_ms << " ms\n";
   for (const std::string& note : result->notes) {
     std::cout << "  note: " << note << "\n";
   }
@@ -226,6 +229,11 @@ absl::Status RunProfile(const ProfileFlags& flags) {
         flags.device, " is ", flags.device == "cpu" ? "the CPU" : "a roofline model",
         "; use --kernels aten"));
   }
+  if (flags.clock != "wall" && flags.device != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--clock ", flags.clock, ": only --device cpu measures with a host clock (--device ",
+        flags.device, ")"));
+  }
   if (flags.device == "cpu") {
 #ifdef SACPLAN_HAVE_CPU_PROFILER
     return RunCpuProfile(flags);
@@ -335,6 +343,11 @@ Command AddProfileCommand(CLI::App& app) {
                       "LibTorch's default, one per core); 1 gives steadier "
                       "times on a busy machine")
       ->check(CLI::NonNegativeNumber);
+  command->add_option("--clock", flags->clock,
+                      "--device cpu: wall (default) or cpu, the process's CPU "
+                      "time: with --threads 1 it leaves out the time other "
+                      "work holds the cores; compare with train's cpu ms/step")
+      ->check(CLI::IsMember({"wall", "cpu"}));
   command->add_option(
       "--calibrate-from", flags->calibrate_from,
       "Measured profile.json (e.g. --device cpu at a short --tokens); repeat for "

@@ -59,6 +59,7 @@ nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
       {"recompute_ms", result.recompute_ms},
       {"optimizer_ms", result.optimizer_ms},
       {"comm_ms", result.comm_ms},
+      {"overhead_ms", result.overhead_ms},
       {"recomputed_ops", result.recomputed_ops},
       {"peak", peak},
       {"prediction_holds", PredictionHolds(plan.predicted, result, reserved)},
@@ -144,7 +145,7 @@ Command AddSimulateCommand(CLI::App& app) {
       "Override the plan's semantics: torch-sac or sacplan");
   command->add_flag("--json", flags->json,
                     "Print one JSON object (peak_bytes, reserved_peak_bytes, step_ms, "
-                    "recompute_ms, forward_ms, backward_ms, optimizer_ms, "
+                    "recompute_ms, forward_ms, backward_ms, optimizer_ms, overhead_ms, "
                     "recomputed_ops, peak {phase, block, op}, ...)");
   return {command, [flags] { return RunSimulate(*flags); }};
 }

@@ -61,8 +61,8 @@ absl::Status RunTrain(const TrainFlags& flags) {
                                   flags.seed, "training");
   if (!result.ok()) return result.status();
   for (const StepRecord& r : result->steps) {
-    std::cout << absl::StrFormat("  step %3d  loss %.5f  %8.1f ms  peak %s\n",
-                                 r.step + 1, r.loss, r.step_ms,
+    std::cout << absl::StrFormat("  step %3d  loss %.5f  %8.1f ms (%.1f ms CPU)  peak %s\n",
+                                 r.step + 1, r.loss, r.step_ms, r.cpu_ms,
                                  FormatBytes(r.peak_bytes));
   }
   std::cout << "  " << PredictionVsMeasurement(plan->predicted, *result) << "\n"

@@ -94,11 +94,12 @@ std::string StepSummary(const StepResult& result) {
   return absl::StrFormat(
       "  peak       %s, reached in %s\n"
       "  step       %.2f ms (forward %.2f, backward %.2f, recompute %.2f, "
-      "optimizer %.2f%s)\n"
+      "optimizer %.2f, overhead %.2f%s)\n"
       "  recompute  %d ops, %.2f ms\n",
       BytesForHumans(result.peak_bytes), DescribeLocation(result.peak),
       result.step_ms, result.forward_ms, result.backward_ms,
-      result.recompute_ms, result.optimizer_ms, comm, result.recomputed_ops,
+      result.recompute_ms, result.optimizer_ms, result.overhead_ms, comm,
+      result.recomputed_ops,
       result.recompute_ms);
 }
 

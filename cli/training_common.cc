@@ -93,6 +93,7 @@ nlohmann::json RunLogJson(const TorchModel& model, const std::string& device,
     steps.push_back({{"step", r.step},
                      {"loss", r.loss},
                      {"step_ms", r.step_ms},
+                     {"cpu_ms", r.cpu_ms},
                      {"peak_bytes", r.peak_bytes},
                      {"peak_reserved_bytes", r.peak_reserved_bytes},
                      {"recomputed_ops", r.recomputed_ops}});
@@ -114,6 +115,7 @@ nlohmann::json RunLogJson(const TorchModel& model, const std::string& device,
            {{"peak_bytes", result.peak_bytes},
             {"peak_reserved_bytes", result.peak_reserved_bytes},
             {"step_ms", result.median_step_ms},
+            {"cpu_ms", result.median_cpu_ms},
             {"recomputed_ops",
              result.steps.empty() ? 0 : result.steps.back().recomputed_ops}}},
           {"losses", losses},
@@ -124,7 +126,8 @@ std::string PredictionVsMeasurement(const Prediction& predicted,
                                     const TrainResult& result) {
   std::string text =
       absl::StrCat("measured ", FormatBytes(result.peak_bytes), " peak, ",
-                   absl::StrFormat("%.1f", result.median_step_ms), " ms/step");
+                   absl::StrFormat("%.1f", result.median_step_ms), " ms/step (",
+                   absl::StrFormat("%.1f", result.median_cpu_ms), " ms of CPU)");
   if (predicted.peak_bytes > 0) {
     const double peak_error =
         100.0 * static_cast<double>(result.peak_bytes - predicted.peak_bytes) /

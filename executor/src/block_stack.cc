@@ -1,5 +1,6 @@
 #include "block_stack.h"
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,23 @@ void RunOpForward(const StackState& state, int b, int k, TensorTable& table) {
   }
 }
 
+// Runs one schedule step through `run`, timing it for the observer if any.
+template <typename Run>
+void Timed(const StackState& state, int b, const ScheduleStep& step, Run run) {
+  if (!state.counter->observer) {
+    run();
+    return;
+  }
+  const double start_cpu_ms = ProcessCpuMs();
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  const auto end = std::chrono::steady_clock::now();
+  const double end_cpu_ms = ProcessCpuMs();
+  state.counter->observer({b, step.op, step.kind,
+                           std::chrono::duration<double, std::milli>(end - start).count(),
+                           end_cpu_ms - start_cpu_ms});
+}
+
 void FreeAll(TensorTable& table, const std::vector<int>& indices) {
   for (int t : indices) table[t].reset();
 }
@@ -83,7 +101,7 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
     if (state.shared_slot[b][t] >= 0) table[t] = state.shared[state.shared_slot[b][t]];
   }
   for (const ScheduleStep& step : (*state.schedules)[b].forward) {
-    RunOpForward(state, b, step.op, table);
+    Timed(state, b, step, [&] { RunOpForward(state, b, step.op, table); });
     FreeAll(table, step.free_after);
   }
   // The output now belongs to the next block (or the head). A block whose
@@ -152,10 +170,11 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   FreeAll(table, schedule.free_at_backward_start);
   for (const ScheduleStep& step : schedule.backward) {
     if (step.kind == StepKind::kRecompute) {
-      RunOpForward(state, b, step.op, table);
+      Timed(state, b, step, [&] { RunOpForward(state, b, step.op, table); });
       state.counter->recomputed_ops += 1;
     } else {
-      RunOpBackward(state, b, step.op, table, grads, shared_grads);
+      Timed(state, b, step,
+            [&] { RunOpBackward(state, b, step.op, table, grads, shared_grads); });
     }
     FreeAll(table, step.free_after);
   }

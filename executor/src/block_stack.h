@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include "sacplan/executor/op_observer.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/schedule.h"
 #include "sacplan/planner/simulator.h"
@@ -17,6 +18,9 @@ namespace sacplan::executor_internal {
 // Counts what the last backward did, shared between the node and its owner.
 struct RecomputeCounter {
   int recomputed_ops = 0;
+  // When set, told the wall time of every op the blocks run
+  // (PlanExecutor::set_op_observer).
+  OpObserver observer;
 };
 
 // Runs every block's forward schedule on `inputs` (grad mode is turned off

@@ -1,5 +1,7 @@
 #include "sacplan/executor/executor.h"
 
+#include <time.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +83,16 @@ at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) 
 }
 
 int PlanExecutor::last_recomputed_ops() const { return counters_->recomputed_ops; }
+
+double ProcessCpuMs() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
+}
+
+void PlanExecutor::set_op_observer(OpObserver observer) {
+  counters_->observer = std::move(observer);
+}
 
 int PlanExecutor::planned_recomputed_ops() const {
   int total = 0;

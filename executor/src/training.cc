@@ -71,6 +71,7 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     meter.ResetPeak();
     StepRecord record;
     record.step = step;
+    const double start_cpu_ms = ProcessCpuMs();
     const auto start = std::chrono::steady_clock::now();
     {
       at::Tensor loss = executor.Loss(batch);
@@ -80,6 +81,7 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     if (optimizer) optimizer->step();
     Synchronize(model);
     const auto end = std::chrono::steady_clock::now();
+    record.cpu_ms = ProcessCpuMs() - start_cpu_ms;
     record.step_ms = std::chrono::duration<double, std::milli>(end - start).count();
     const MemoryStats memory = meter.Read();
     record.peak_bytes = memory.peak_allocated_bytes - batch_bytes;
@@ -89,14 +91,16 @@ absl::StatusOr<TrainResult> Train(const TorchModel& model, PlanExecutor& executo
     if (options.on_step) options.on_step(record);
   }
 
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (const StepRecord& r : result.steps) {
     if (r.step == 0 && result.steps.size() > 1) continue;
     times.push_back(r.step_ms);
+    cpu_times.push_back(r.cpu_ms);
     result.peak_bytes = std::max(result.peak_bytes, r.peak_bytes);
     result.peak_reserved_bytes = std::max(result.peak_reserved_bytes, r.peak_reserved_bytes);
   }
   result.median_step_ms = Median(times);
+  result.median_cpu_ms = Median(cpu_times);
   return result;
 }
 

@@ -228,7 +228,8 @@ absl::Status CheckTotals(const Model& model) {
         "the model's byte counts add up to more than 2^62 bytes (", kMaxModelTotalBytes,
         "); a step's memory could not be counted in int64"));
   }
-  if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms)) {
+  if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms +
+                     f.step_overhead_ms)) {
     return absl::InvalidArgumentError(
         "the model's op times add up to more than a double holds");
   }
@@ -266,8 +267,13 @@ absl::Status ValidateModel(const Model& model) {
       f.fsdp_root_param_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
+  if (f.head_fwd_only_bytes < 0 || f.head_fwd_only_bytes > f.head_bytes) {
+    return absl::InvalidArgumentError(
+        "fixed.head_fwd_only_bytes: must be >= 0 and at most head_bytes");
+  }
   if (!(f.head_fwd_ms >= 0 && f.head_bwd_ms >= 0 && f.optimizer_ms >= 0 &&
-        std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms))) {
+        f.step_overhead_ms >= 0 &&
+        std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms + f.step_overhead_ms))) {
     return absl::InvalidArgumentError("fixed: times must be finite and >= 0");
   }
   return CheckTotals(model);

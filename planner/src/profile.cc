@@ -151,6 +151,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"embedding_saved_bytes", false, &f.embedding_saved_bytes},
       {"head_bytes", false, &f.head_bytes},
       {"optimizer_step_bytes", false, &f.optimizer_step_bytes},
+      {"head_fwd_only_bytes", false, &f.head_fwd_only_bytes},
       {"fsdp_root_param_bytes", false, &f.fsdp_root_param_bytes}};
   for (const auto& field : byte_fields) {
     RETURN_IF_ERROR(
@@ -159,7 +160,8 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
   const std::pair<const char*, double*> time_fields[] = {
       {"head_fwd_ms", &f.head_fwd_ms},
       {"head_bwd_ms", &f.head_bwd_ms},
-      {"optimizer_ms", &f.optimizer_ms}};
+      {"optimizer_ms", &f.optimizer_ms},
+      {"step_overhead_ms", &f.step_overhead_ms}};
   for (const auto& [key, out] : time_fields) {
     RETURN_IF_ERROR(ReadNumber(j, key, path, false, *out, kTimeRange));
   }
@@ -259,10 +261,12 @@ json ProfileToJson(const Profile& p) {
             {"embedding_grad_bytes", f.embedding_grad_bytes},
             {"embedding_saved_bytes", f.embedding_saved_bytes},
             {"head_bytes", f.head_bytes},
+            {"head_fwd_only_bytes", f.head_fwd_only_bytes},
             {"optimizer_step_bytes", f.optimizer_step_bytes},
             {"head_fwd_ms", f.head_fwd_ms},
             {"head_bwd_ms", f.head_bwd_ms},
-            {"optimizer_ms", f.optimizer_ms}}},
+            {"optimizer_ms", f.optimizer_ms},
+            {"step_overhead_ms", f.step_overhead_ms}}},
           {"blocks", blocks}};
   if (!p.measurement.empty()) doc["measurement"] = p.measurement;
   // A single-rank profile stays as it was before the fields existed.

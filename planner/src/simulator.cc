@@ -299,9 +299,13 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   // head's input; its gradient starts the blocks' backward.
   const BlockAnalysis& last = model.blocks.back();
   const int64_t last_out_bytes = last.tensors[last.output].bytes;
-  tracker.Alloc(MemoryCategory::kForwardLive, fixed.head_bytes);
+  // Two allocations, as each is freed on its own.
+  const int64_t head_kept_bytes = fixed.head_bytes - fixed.head_fwd_only_bytes;
+  tracker.Alloc(MemoryCategory::kForwardLive, head_kept_bytes);
+  tracker.Alloc(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   clock_ms += fixed.head_fwd_ms;
   tracker.Mark({Phase::kHead, -1, "forward"}, clock_ms);
+  tracker.Free(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   tracker.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
   // Two allocations, as in the step: the output's gradient is freed by the
   // last block's backward, the shared inputs' at the end.
@@ -309,7 +313,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   tracker.Alloc(MemoryCategory::kActivationGrads, model.shared_input_grad_bytes);
   clock_ms += fixed.head_bwd_ms;
   tracker.Mark({Phase::kHead, -1, "backward"}, clock_ms);
-  tracker.Free(MemoryCategory::kForwardLive, fixed.head_bytes);
+  tracker.Free(MemoryCategory::kForwardLive, head_kept_bytes);
   if (!schedules.back().holds_output) tracker.Free(MemoryCategory::kKept, last_out_bytes);
 
   for (int b = block_count - 1; b >= 0; --b) {
@@ -343,8 +347,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   }
   result.optimizer_ms = fixed.optimizer_ms;
   result.comm_ms = fsdp.exposed_ms();
+  result.overhead_ms = fixed.step_overhead_ms;
   result.step_ms = result.forward_ms + result.backward_ms + result.recompute_ms +
-                   result.optimizer_ms + result.comm_ms;
+                   result.optimizer_ms + result.comm_ms + result.overhead_ms;
   if (options.record_timeline) result.timeline = tracker.timeline();
   return result;
 }

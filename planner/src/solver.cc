@@ -49,9 +49,12 @@ StepConstants ComputeConstants(const AnalyzedModel& model) {
   c.forward_base = resident;
   const BlockAnalysis& last = model.blocks.back();
   const int64_t last_out = last.tensors[last.output].bytes;
-  // The head holds the last output and its gradient at once.
-  c.head_base = resident + 2 * last_out + fixed.head_bytes +
-                fixed.nonblock_grad_bytes + model.shared_input_grad_bytes;
+  // The head holds the last output and its gradient at once; its forward
+  // may hold more (head_fwd_only_bytes) before any gradient exists.
+  c.head_base = resident + last_out +
+                std::max(fixed.head_bytes,
+                         last_out + fixed.head_bytes - fixed.head_fwd_only_bytes +
+                             fixed.nonblock_grad_bytes + model.shared_input_grad_bytes);
   c.backward_base.assign(block_count, 0);
   c.fsdp_forward.assign(block_count, 0);
   c.forward_gather_base.assign(block_count, 0);

@@ -46,6 +46,44 @@ std::string Differs(const std::string& what, int64_t measured, int64_t graph) {
                       graph, " B); the profile keeps the graph's");
 }
 
+// What the embeddings' autograd graph holds for their backward (the text
+// embedding's input, activations inside the MLPs): Embed with grad mode on,
+// then its outputs dropped while their graph is kept, so that what stays
+// allocated is what the graph saved. The outputs themselves the simulator
+// counts as the carried and shared inputs; the batch and constant buffers
+// were allocated before and are not counted.
+int64_t EmbeddingSavedBytes(const TorchModel& model, const Batch& batch,
+                            MemoryMeter& meter) {
+  c10::AutoGradMode grad_mode(true);
+  const int64_t before = meter.Read().allocated_bytes;
+  std::vector<std::shared_ptr<torch::autograd::Node>> graph;
+  {
+    BlockStackInputs in = model.Embed(batch);
+    std::vector<at::Tensor> outs = {in.carried};
+    outs.insert(outs.end(), in.shared.begin(), in.shared.end());
+    for (const at::Tensor& t : outs) {
+      if (t.defined() && t.grad_fn() != nullptr) graph.push_back(t.grad_fn());
+    }
+  }
+  const int64_t saved_bytes = meter.Read().allocated_bytes - before;
+  graph.clear();
+  return std::max<int64_t>(0, saved_bytes);
+}
+
+// Whether the head's autograd graph keeps its input (the last block's
+// output) for its backward: Wan's LayerNorm reads it in fp32 as it is and
+// saves it; LLaMA's RMSNorm saves its fp32 copy, and the output is freed
+// once the head's forward has read it. A view of `last_out` goes in, so
+// that only what the graph saves (not the leaf's gradient accumulator)
+// adds a reference to its storage.
+bool HeadKeepsItsInput(const TorchModel& model, const at::Tensor& last_out,
+                       const BlockStackInputs& leaves, const Batch& batch) {
+  const at::Tensor input = last_out.view_as(last_out);
+  const auto refs_before = input.storage().use_count();
+  const at::Tensor loss = model.Loss(input, leaves, batch);
+  return input.storage().use_count() > refs_before;
+}
+
 // Embed + Loss, forward and backward: head times and head_bytes.
 void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter,
                  RunTimer& timer, const CpuProfileOptions& options, FixedMemory& fixed,
@@ -84,6 +122,7 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   embed_outs.clear();
   embed_grads.clear();
   DropGrads(params);
+  fixed.embedding_saved_bytes = EmbeddingSavedBytes(model, batch, meter);
   {
     c10::NoGradGuard no_grad;
     in = model.Embed(batch);
@@ -140,9 +179,10 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   DropGrads(head_inputs);
 
   // The simulator holds head_bytes through the head's forward and backward
-  // and adds, in its backward, the head's parameter gradients, the last
-  // output's gradient and every shared input's gradient: head_bytes is what
-  // the real head holds beyond those.
+  // (less head_fwd_only_bytes in the backward) and adds, in its backward,
+  // the head's parameter gradients, the last output's gradient and every
+  // shared input's gradient: head_bytes is what the real head holds beyond
+  // those.
   const int64_t last_out_bytes = [&] {
     for (const Op& op : last.ops) {
       for (const TensorInfo& t : op.outputs) {
@@ -151,9 +191,18 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
     }
     return int64_t{0};
   }();
-  const int64_t sim_grads =
-      fixed.nonblock_grad_bytes + last_out_bytes + shared_grad_bytes;
-  fixed.head_bytes = std::max<int64_t>({0, fwd_extra, total_extra - sim_grads});
+  // The simulator also holds the last output through the head's backward;
+  // a head that does not keep it has freed it by then.
+  const int64_t released_input_bytes =
+      HeadKeepsItsInput(model, last_out, leaves, batch) ? 0 : last_out_bytes;
+  const int64_t sim_grads = fixed.nonblock_grad_bytes + last_out_bytes +
+                            shared_grad_bytes + released_input_bytes;
+  // The forward may peak above what the backward holds beside the
+  // gradients (LLaMA's logits and their log-softmax): that part is
+  // forward-only, so the two phases peak where the real head does.
+  const int64_t bwd_bytes = std::max<int64_t>(0, total_extra - sim_grads);
+  fixed.head_bytes = std::max<int64_t>({0, fwd_extra, bwd_bytes});
+  fixed.head_fwd_only_bytes = fixed.head_bytes - bwd_bytes;
   fixed.head_fwd_ms = embed_fwd.median_ms + loss_fwd.median_ms;
   fixed.head_bwd_ms = loss_bwd.median_ms + embed_bwd.median_ms;
   if (head_param_grad_bytes != fixed.nonblock_grad_bytes) {

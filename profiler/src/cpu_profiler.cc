@@ -203,7 +203,10 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
   const Model& graph = (*model)->graph();
 
   CpuProfileResult result;
-  Progress progress(options, 2 * static_cast<int>(graph.blocks.front().ops.size()) + 2);
+  // Ops forward and backward, the head, the optimizer, and on the CPU the
+  // whole steps.
+  Progress progress(options, 2 * static_cast<int>(graph.blocks.front().ops.size()) + 2 +
+                                 (device.is_cpu() ? 1 : 0));
   Batch batch;
   BlockStackInputs in;
   try {
@@ -238,6 +241,11 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
                                                result.notes);
       !s.ok()) {
     return s;
+  }
+  if (device.is_cpu()) {
+    RETURN_IF_ERROR(
+        MeasureWholeSteps(**model, meter, options, profile.model, result.notes));
+    progress.Step();
   }
   if (absl::Status s = ValidateModel(profile.model); !s.ok()) {
     return absl::InternalError(
@@ -282,7 +290,7 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
   absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
       CreateMemoryMeter(at::Device(at::kCPU));
   if (!meter.ok()) return meter.status();
-  WallClockTimer timer;
+  WallClockTimer timer(options.clock);
   absl::StatusOr<CpuProfileResult> result = cpu_profiler_internal::MeasureModel(
       config, options, at::Device(at::kCPU), **meter, timer);
   if (!result.ok()) return result.status();
@@ -290,6 +298,8 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
   result->profile.source = "cpu";
   result->profile.device = "cpu";
   result->profile.device_memory_bytes = PhysicalMemoryBytes();
+  result->profile.measurement["clock"] =
+      options.clock == HostClock::kProcessCpu ? "process_cpu" : "wall";
   return result;
 }
 

@@ -1,25 +1,41 @@
 // Run timers: the host's wall clock, and GPU busy time from activity records.
 #include "sacplan/profiler/run_timer.h"
 
+#include <time.h>
+
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace sacplan {
+namespace {
+
+double NowMs(HostClock clock) {
+  if (clock == HostClock::kProcessCpu) {
+    timespec now{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return 1e3 * static_cast<double>(now.tv_sec) + 1e-6 * static_cast<double>(now.tv_nsec);
+  }
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 absl::Status WallClockTimer::Begin(const std::string& /*label*/) {
   if (running_) return absl::FailedPreconditionError("timer: run already begun");
   running_ = true;
-  started_ = std::chrono::steady_clock::now();
+  started_ms_ = NowMs(clock_);
   return absl::OkStatus();
 }
 
 absl::Status WallClockTimer::End() {
-  const auto stopped = std::chrono::steady_clock::now();
+  const double stopped_ms = NowMs(clock_);
   if (!running_) return absl::FailedPreconditionError("timer: End without Begin");
   running_ = false;
-  times_ms_.push_back(
-      std::chrono::duration<double, std::milli>(stopped - started_).count());
+  times_ms_.push_back(stopped_ms - started_ms_);
   return absl::OkStatus();
 }
 

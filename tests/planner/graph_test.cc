@@ -103,6 +103,14 @@ TEST(ValidateTest, FixedMemoryMustNotBeNegative) {
                 "byte counts must be >= 0");
   ExpectInvalid([](Model& m) { m.fixed.optimizer_ms = -0.5; }, "fixed",
                 "times must be finite and >= 0");
+  ExpectInvalid([](Model& m) { m.fixed.step_overhead_ms = -1; }, "fixed",
+                "times must be finite and >= 0");
+  ExpectInvalid(
+      [](Model& m) {
+        m.fixed.head_bytes = 100;
+        m.fixed.head_fwd_only_bytes = 101;
+      },
+      "fixed.head_fwd_only_bytes", "at most head_bytes");
 }
 
 TEST(SameStructureTest, IgnoresTheIndexButNotCostsOrTensors) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <random>
 
+#include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/presets.h"
 #include "test_graphs.h"
 
@@ -246,6 +247,46 @@ TEST(SimulateStepTest, EmbeddingSavedBytesRaiseABlockPhasePeakByExactlyThatMuch)
                 LiveAt(before, Phase::kHead, -1, "embedding backward"),
             700);
   EXPECT_EQ(after.timeline.back().total_bytes, before.timeline.back().total_bytes);
+}
+
+// Head bytes held only in the head's forward are gone when the gradients
+// arrive: the head's backward moment drops by them, its forward moment
+// does not, and the step's time does not change.
+TEST(SimulateStepTest, HeadForwardOnlyBytesAreFreedBeforeTheHeadsBackward) {
+  Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  model.fixed.head_bytes = 500;
+  const SimulateOptions timeline{.record_timeline = true};
+  const StepResult held = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                        Semantics::kSacplan, timeline);
+  model.fixed.head_fwd_only_bytes = 300;
+  const StepResult fwd_only = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                            Semantics::kSacplan, timeline);
+  EXPECT_EQ(LiveAt(fwd_only, Phase::kHead, -1, "forward"),
+            LiveAt(held, Phase::kHead, -1, "forward"));
+  EXPECT_EQ(LiveAt(held, Phase::kHead, -1, "backward") -
+                LiveAt(fwd_only, Phase::kHead, -1, "backward"),
+            300);
+  EXPECT_EQ(fwd_only.timeline.back().total_bytes, held.timeline.back().total_bytes);
+  EXPECT_EQ(fwd_only.step_ms, held.step_ms);
+  // Each free matches an allocation of its own size, as the allocator's
+  // replay requires (a single head allocation freed in two parts did not).
+  const StepResult events = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                          Semantics::kSacplan, {.record_events = true});
+  const auto replayed = ReplayStepEvents(events.events);
+  EXPECT_TRUE(replayed.ok()) << replayed.status();
+}
+
+// The step overhead is time only: every plan's step grows by it.
+TEST(SimulateStepTest, StepOverheadAddsToEveryPlansStepTime) {
+  Model model = testing::ChainModel(2);
+  const StepResult before = *SimulateStep(*AnalyzeModel(model), {kFull, kNone},
+                                          Semantics::kSacplan);
+  model.fixed.step_overhead_ms = 2.5;
+  const StepResult after = *SimulateStep(*AnalyzeModel(model), {kFull, kNone},
+                                         Semantics::kSacplan);
+  EXPECT_DOUBLE_EQ(after.step_ms - before.step_ms, 2.5);
+  EXPECT_DOUBLE_EQ(after.overhead_ms, 2.5);
+  EXPECT_EQ(after.peak_bytes, before.peak_bytes);
 }
 
 TEST(SimulateStepTest, CheckpointingTheLastBlockDoesNotLowerThePeak) {

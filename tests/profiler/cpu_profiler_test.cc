@@ -155,6 +155,23 @@ TEST(CpuProfilerOptionsTest, RejectsBadRepeats) {
   EXPECT_NE(result.status().message().find("--repeats"), std::string::npos);
 }
 
+// Wan's text embedding keeps its [batch, text_tokens, 4096] input, cast to
+// the activation dtype (bf16), for its backward; LLaMA's token gather keeps
+// only the batch's token ids, which were allocated before the step.
+TEST(CpuProfilerTest, EmbeddingSavedBytesHoldTheTextEmbeddingsInput) {
+  ModelConfig wan = Config("wan-tiny");
+  wan.text_tokens = 128;
+  CpuProfileOptions options = Quick();
+  options.repeats = 1;
+  options.warmup = 0;
+  auto measured = MeasureCpuProfile(wan, options);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  const int64_t text_input_bytes = wan.batch * wan.text_tokens * 4096 * 2;
+  EXPECT_GE(measured->profile.model.fixed.embedding_saved_bytes, text_input_bytes);
+  EXPECT_LT(measured->profile.model.fixed.embedding_saved_bytes, 2 * text_input_bytes);
+  EXPECT_EQ(Measured("llama-tiny").profile.model.fixed.embedding_saved_bytes, 0);
+}
+
 TEST(CpuProfilerOptionsTest, ReportsProgressToTheEnd) {
   CpuProfileOptions options = Quick();
   options.repeats = 1;
@@ -170,7 +187,8 @@ TEST(CpuProfilerOptionsTest, ReportsProgressToTheEnd) {
   EXPECT_EQ(last_done, last_total);
   EXPECT_EQ(calls, last_total + 1);  // 0 first, then one per unit
   const size_t ops = BuildModelGraph(Config("llama-tiny"))->blocks[0].ops.size();
-  EXPECT_EQ(last_total, static_cast<int>(2 * ops + 2));
+  // Each op forward and backward, the head, the optimizer, the whole steps.
+  EXPECT_EQ(last_total, static_cast<int>(2 * ops + 3));
 }
 
 }  // namespace

@@ -94,6 +94,21 @@ absl::Status RunTimes(RunTimer& timer, const std::string& label, int runs) {
   return absl::OkStatus();
 }
 
+// The process CPU clock leaves out time the process does not run (here a
+// sleep; on a busy machine, time other work holds the cores), the wall
+// clock does not.
+TEST(WallClockTimerTest, ProcessCpuClockLeavesOutTimeSpentNotRunning) {
+  WallClockTimer wall(HostClock::kWall);
+  WallClockTimer cpu(HostClock::kProcessCpu);
+  ASSERT_TRUE(wall.Begin("sleep").ok());
+  ASSERT_TRUE(cpu.Begin("sleep").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(cpu.End().ok());
+  ASSERT_TRUE(wall.End().ok());
+  EXPECT_GE(*wall.TakeMedianMs(0), 50.0);
+  EXPECT_LT(*cpu.TakeMedianMs(0), 25.0);
+}
+
 TEST(GpuRunTimerTest, MedianOfTimedRunsOfGpuBusyTime) {
   FakeGpu gpu;
   gpu.kernel_ns = {5000, 90, 100, 300, 110};  // a slow first (warmup) run

@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
+#include "sacplan/executor/op_observer.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/schedule.h"
@@ -52,6 +53,10 @@ class PlanExecutor {
   int last_recomputed_ops() const;
   // The schedules' count, for comparison.
   int planned_recomputed_ops() const;
+
+  // Times every block op of later steps and tells `observer` (empty: stop
+  // timing). Costs two clock reads per op.
+  void set_op_observer(OpObserver observer);
 
  private:
   struct Counters;

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "sacplan/executor/executor.h"
+#include "sacplan/executor/op_observer.h"
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/models/torch_model.h"
 
@@ -19,6 +20,7 @@ struct StepRecord {
   int step = 0;               // 0-based
   double loss = 0;
   double step_ms = 0;         // wall time of forward + backward + optimizer
+  double cpu_ms = 0;          // the same in the process's CPU time (ProcessCpuMs)
   // Peak bytes allocated during the step, less the batch's own tensors (the
   // data loader's, which the simulator does not count).
   int64_t peak_bytes = 0;
@@ -42,6 +44,7 @@ struct TrainResult {
   // Over the steps after the first (the first creates optimizer state and
   // warms caches); the first step's figures when only one step ran.
   double median_step_ms = 0;
+  double median_cpu_ms = 0;  // of StepRecord::cpu_ms, over the same steps
   int64_t peak_bytes = 0;  // the largest step peak among those steps
   int64_t peak_reserved_bytes = 0;  // the same for reserved bytes
 };

@@ -102,6 +102,11 @@ struct FixedMemory {
   // Extra bytes held during the loss/head (logits, loss buffers) on top of the
   // last block's output.
   int64_t head_bytes = 0;
+  // The part of head_bytes the head holds only in its forward (a loss's
+  // forward buffers that its backward frees before the gradients arrive);
+  // 0 <= head_fwd_only_bytes <= head_bytes. The rest is held through the
+  // head's backward, beside the gradients.
+  int64_t head_fwd_only_bytes = 0;
   int64_t optimizer_step_bytes = 0;  // scratch of the optimizer step
   // FSDP only: the root module's parameters (embeddings, head) unsharded.
   // FSDP2 gathers them before block 0 and, the root being exempt from
@@ -110,6 +115,10 @@ struct FixedMemory {
   double head_fwd_ms = 0;    // embeddings + head + loss forward
   double head_bwd_ms = 0;    // their backward
   double optimizer_ms = 0;   // optimizer step
+  // What a real step spends beyond its timed parts (the blocks' ops, the
+  // head, the optimizer): autograd's engine, the allocator, dispatch, ms.
+  // Measured profiles time it in whole steps; 0 elsewhere.
+  double step_overhead_ms = 0;
 };
 
 struct Model {

@@ -26,7 +26,8 @@ struct StepResult {
   double optimizer_ms = 0;
   // FSDP collective time compute does not hide (docs/memory_model.md).
   double comm_ms = 0;
-  double step_ms = 0;          // sum of the five above
+  double overhead_ms = 0;      // FixedMemory::step_overhead_ms
+  double step_ms = 0;          // sum of the six above
   int recomputed_ops = 0;
   std::vector<TimelinePoint> timeline;  // filled when asked for
   std::vector<MemoryEvent> events;      // filled when asked for

@@ -4,10 +4,17 @@
 //
 // What is measured (docs/profile_format.md, "Measured profiles"):
 // - every op of block 0 (all blocks share one structure; the others get
-//   copies): forward time (TorchOp::Forward, grad mode off, as the executor
-//   runs it and recomputes it) and backward time (TorchOp::Backward given
-//   only the tensors the graph's backward_needs names, and random output
-//   gradients), each the median of `repeats` runs after `warmup` runs;
+//   copies), alone: forward (TorchOp::Forward, grad mode off, as the
+//   executor runs it and recomputes it) and backward (TorchOp::Backward
+//   given only the tensors the graph's backward_needs names, and random
+//   output gradients), each `repeats` runs after `warmup` runs, for the
+//   workspaces below;
+// - whole training steps (max(1, warmup) + repeats) of the model under the
+//   `none` plan with the executor: every op's fwd_ms and bwd_ms is its
+//   median time inside those steps (cold caches, a fragmented heap), and
+//   fixed.step_overhead_ms what a step spends beyond the ops, the head and
+//   the optimizer;
+// - embedding_saved_bytes: what the embeddings' autograd graph holds;
 // - workspace_bytes: the most bytes allocated during Forward beyond what was
 //   held before it and its outputs; bwd_workspace_bytes: the same during
 //   Backward beyond the gradients it returns (both clamped at 0), from the
@@ -34,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/profiler/run_timer.h"
 
 namespace sacplan {
 
@@ -47,6 +55,10 @@ struct CpuProfileOptions {
   // with other work, 1 gives steadier times: a parallel region waits for its
   // slowest thread, and a descheduled one costs a whole time slice.
   int threads = 0;
+  // The clock every time is read from. kProcessCpu with threads = 1 gives
+  // times that a busy machine does not inflate; compare them with a
+  // training step's CPU time (StepRecord::cpu_ms).
+  HostClock clock = HostClock::kWall;
   // Called with (0, total) once the model is built, then after each measured
   // unit (an op's forward or backward, the head, the optimizer) with the
   // units done; may be empty.

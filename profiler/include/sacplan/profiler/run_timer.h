@@ -31,16 +31,29 @@ class RunTimer {
   virtual absl::StatusOr<double> TakeMedianMs(int skip) = 0;
 };
 
-// Host wall clock (steady_clock) from Begin to End: right for work that
-// runs on the calling thread (and the threads it waits for), as on CPU.
+// Which host clock a WallClockTimer reads.
+enum class HostClock {
+  kWall,        // steady_clock: elapsed time
+  // The process's CPU time (CLOCK_PROCESS_CPUTIME_ID), summed over its
+  // threads: with one ATen thread it is the wall time of an idle machine,
+  // and it leaves out the time the process waits while other work holds
+  // the cores, so measurements on a busy machine stay comparable.
+  kProcessCpu,
+};
+
+// Host clock from Begin to End (wall time unless asked for CPU time): right
+// for work that runs on the calling thread (and the threads it waits for),
+// as on CPU.
 class WallClockTimer final : public RunTimer {
  public:
+  explicit WallClockTimer(HostClock clock = HostClock::kWall) : clock_(clock) {}
   absl::Status Begin(const std::string& label) override;
   absl::Status End() override;
   absl::StatusOr<double> TakeMedianMs(int skip) override;
 
  private:
-  std::chrono::steady_clock::time_point started_;
+  HostClock clock_;
+  double started_ms_ = 0;
   bool running_ = false;
   std::vector<double> times_ms_;
 };
