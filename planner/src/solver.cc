@@ -7,6 +7,7 @@
 #include "candidates.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
+#include "step_phases.h"
 
 namespace sacplan {
 
@@ -15,8 +16,8 @@ struct Solver::BlockClass {
   std::vector<BlockCandidate> candidates;
 };
 
-// Memory that is live whatever the plan, at the moments the chain DP checks;
-// it mirrors SimulateStep (solver tests compare the two).
+// Memory that is live whatever the plan, at the moments the chain DP checks,
+// read from the step's own phases (ComputeConstants).
 struct Solver::StepConstants {
   int64_t forward_base = 0;            // + P_j + forward peak of block j
   std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
@@ -28,36 +29,47 @@ namespace {
 
 using StepConstants = Solver::StepConstants;
 
+// Runs the phases SimulateStep runs around its blocks (StepPhases) on a
+// tracker, with blocks that keep nothing: each forward passes its carried
+// input on as its output, and each backward takes its output's gradient,
+// leaves its carried input's and adds its parameter gradients. What a
+// block keeps, holds and allocates on its own is its BlockCost, which the
+// chain DP adds to these bases, so each base is the tracker's live bytes
+// less the block's own carried input (forward) or output gradient
+// (backward), both of which the cost counts.
 StepConstants ComputeConstants(const AnalyzedModel& model) {
-  const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
+  auto carried_bytes = [&](int b) {
+    return model.blocks[b].tensors[model.blocks[b].carried_input].bytes;
+  };
+  auto output_bytes = [&](int b) {
+    return model.blocks[b].tensors[model.blocks[b].output].bytes;
+  };
   StepConstants c;
-  // What the embeddings saved for their backward is live from setup to the
-  // embeddings' backward, so at every moment but the optimizer step's.
-  const int64_t resident = fixed.param_bytes + fixed.optimizer_state_bytes +
-                           model.shared_input_bytes + fixed.embedding_saved_bytes;
-  c.forward_base = resident;
-  const BlockAnalysis& last = model.blocks.back();
-  const int64_t last_out = last.tensors[last.output].bytes;
-  // The head holds the last output and its gradient at once.
-  c.head_base = resident + 2 * last_out + fixed.head_bytes +
-                fixed.nonblock_grad_bytes + model.shared_input_grad_bytes;
-  c.backward_base.assign(block_count, 0);
-  int64_t later_param_grads = 0;
-  for (int b = block_count - 1; b >= 0; --b) {
-    c.backward_base[b] = resident + model.shared_input_grad_bytes +
-                         fixed.nonblock_grad_bytes + later_param_grads;
-    later_param_grads += model.blocks[b].param_bytes;
+  MemoryTracker tracker;
+  double clock_ms = 0;
+  StepPhases phases(model, tracker, clock_ms);
+  phases.Setup();
+  int64_t plan_independent_peak = tracker.peak_bytes();
+  for (int b = 0; b < block_count; ++b) {
+    c.forward_base = std::max(c.forward_base, tracker.live_bytes() - carried_bytes(b));
+    tracker.Free(MemoryCategory::kKept, carried_bytes(b));
+    tracker.Alloc(MemoryCategory::kKept, output_bytes(b));
   }
-  const BlockAnalysis& first = model.blocks.front();
-  const int64_t first_in = first.tensors[first.carried_input].bytes;
-  const int64_t all_param_grads =
-      later_param_grads + fixed.nonblock_grad_bytes + fixed.embedding_grad_bytes;
-  c.plan_independent_peak = std::max(
-      {resident + first_in,
-       resident + all_param_grads + first_in + model.shared_input_grad_bytes,
-       resident - fixed.embedding_saved_bytes + all_param_grads +
-           fixed.optimizer_step_bytes});
+  tracker.ResetPeak();
+  phases.Head(/*last_block_holds_output=*/false);
+  c.head_base = tracker.peak_bytes();
+  c.backward_base.assign(block_count, 0);
+  for (int b = block_count - 1; b >= 0; --b) {
+    c.backward_base[b] = tracker.live_bytes() - output_bytes(b);
+    tracker.Free(MemoryCategory::kActivationGrads, output_bytes(b));
+    tracker.Alloc(MemoryCategory::kParamGrads, model.blocks[b].param_bytes);
+    tracker.Alloc(MemoryCategory::kActivationGrads, carried_bytes(b));
+  }
+  tracker.ResetPeak();
+  phases.EmbeddingBackward();
+  phases.Optimizer();
+  c.plan_independent_peak = std::max(plan_independent_peak, tracker.peak_bytes());
   return c;
 }
 
