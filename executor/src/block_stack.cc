@@ -16,17 +16,49 @@ using torch::autograd::variable_list;
 // Live tensors of one block, by BlockAnalysis tensor index.
 using TensorTable = std::vector<at::Tensor>;
 
-// Adds a gradient into a slot. In place when the slot's tensor is the only
-// reference to its storage; otherwise (a pass-through backward such as an
-// add's hands one gradient to several inputs) out of place, so that an alias
-// is never changed behind another tensor's back.
-void Accumulate(at::Tensor& slot, at::Tensor grad) {
-  if (!slot.defined()) {
-    slot = std::move(grad);
-  } else if (slot.use_count() == 1 && slot.storage().use_count() == 1) {
-    slot.add_(grad);
-  } else {
-    slot = slot + grad;
+// Whether another tensor shares t's storage (an alias the schedule tracks).
+bool StorageShared(const at::Tensor& t) { return t.storage().use_count() > 1; }
+
+// Files one input gradient the op's backward returned where the schedule's
+// GradInput says (the simulator counts the same buffers), checking that the
+// tensors really share what the schedule says they share.
+void FileGradient(const BlockAnalysis& block, const OpNode& node, const GradInput& g,
+                  at::Tensor grad, TensorTable& grads, at::Tensor& shared_grad) {
+  const int t = node.inputs[g.input];
+  at::Tensor& slot = grads[t];
+  switch (g.kind) {
+    case GradKind::kNew:
+    case GradKind::kAlias: {
+      TORCH_CHECK(!slot.defined(), "sacplan executor: the gradient of '",
+                  block.tensors[t].id, "' is live where the schedule makes a new one");
+      const at::Tensor& from = grads[node.outputs[0]];
+      const bool aliases = from.defined() && grad.storage().is_alias_of(from.storage());
+      TORCH_CHECK(aliases == (g.kind == GradKind::kAlias), "sacplan executor: the "
+                  "gradient of '", block.tensors[t].id, "' ",
+                  aliases ? "aliases" : "does not alias",
+                  " its op's output gradient, the schedule says otherwise");
+      slot = std::move(grad);
+      return;
+    }
+    case GradKind::kAddInPlace:
+      TORCH_CHECK(slot.defined() && !StorageShared(slot), "sacplan executor: the "
+                  "gradient of '", block.tensors[t].id, "' is not a live unshared "
+                  "buffer where the schedule adds into it in place");
+      slot.add_(grad);
+      return;
+    case GradKind::kAddToNew:
+      TORCH_CHECK(slot.defined() && StorageShared(slot), "sacplan executor: the "
+                  "gradient of '", block.tensors[t].id, "' is not a live shared "
+                  "buffer where the schedule adds it into a new one");
+      slot = slot + grad;
+      return;
+    case GradKind::kAddToShared:
+      if (shared_grad.defined()) shared_grad.add_(grad);
+      return;
+    case GradKind::kNewSlice:
+    case GradKind::kAliasSlice:
+      TORCH_CHECK(false, "sacplan executor: '", block.tensors[t].id,
+                  "' takes a slice gradient; the LibTorch models read no slices");
   }
 }
 
@@ -93,8 +125,10 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
   return std::exchange(table[block.output], at::Tensor());
 }
 
-void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
-                   TensorTable& grads, std::vector<at::Tensor>& shared_grads) {
+void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
+                   TensorTable& table, TensorTable& grads,
+                   std::vector<at::Tensor>& shared_grads) {
+  const int k = step.op;
   const BlockAnalysis& block = state.analyzed->blocks[b];
   const OpNode& node = block.ops[k];
   const TorchOp& op = state.model->op(b, k);
@@ -112,20 +146,20 @@ void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
 
   OpGrads result = op.Backward(saved, grad_outputs);
   saved = OpSaved();
+  grad_outputs.clear();
   TORCH_CHECK(result.inputs.size() == node.inputs.size(), "sacplan executor: op '",
               block.op_ids[k], "' backward returned ", result.inputs.size(),
               " input gradients for ", node.inputs.size(), " inputs");
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (!result.inputs[i].defined()) continue;
-    const int t = node.inputs[i];
-    if (block.tensors[t].shared_input) {
-      // Block inputs come first among the tensors, so t indexes shared_slot.
-      const int slot = state.shared_slot[b][t];
-      if (shared_grads[slot].defined()) shared_grads[slot].add_(result.inputs[i]);
-    } else if (block.tensors[t].requires_grad) {
-      Accumulate(grads[t], std::move(result.inputs[i]));
-    }
+  for (const GradInput& g : step.input_grads) {
+    const int t = node.inputs[g.input];
+    if (!result.inputs[g.input].defined()) continue;
+    // Block inputs come first among the tensors, so t indexes shared_slot.
+    const int slot = block.tensors[t].shared_input ? state.shared_slot[b][t] : -1;
+    at::Tensor unused;
+    FileGradient(block, node, g, std::move(result.inputs[g.input]), grads,
+                 slot >= 0 ? shared_grads[slot] : unused);
   }
+  result.inputs.clear();
   std::vector<at::Tensor> params = op.Params();
   TORCH_CHECK(result.params.size() == params.size(), "sacplan executor: op '",
               block.op_ids[k], "' backward returned ", result.params.size(),
@@ -138,7 +172,11 @@ void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
       grad = std::move(result.params[p]);
     }
   }
-  for (int t : node.outputs) grads[t].reset();
+  FreeAll(grads, step.grad_drops);
+  for (int t : node.outputs) {
+    TORCH_CHECK(!grads[t].defined(), "sacplan executor: the gradient of '",
+                block.tensors[t].id, "' outlives its producer's backward");
+  }
 }
 
 // Backward of block b: the output's gradient in, the carried input's out.
@@ -155,7 +193,7 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
       RunOpForward(state, b, step.op, table);
       state.counter->recomputed_ops += 1;
     } else {
-      RunOpBackward(state, b, step.op, table, grads, shared_grads);
+      RunOpBackward(state, b, step, table, grads, shared_grads);
     }
     FreeAll(table, step.free_after);
   }
