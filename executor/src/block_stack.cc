@@ -8,6 +8,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
+#include "sacplan/executor/memory_meter.h"
+
 namespace sacplan::executor_internal {
 namespace {
 
@@ -15,6 +17,9 @@ using torch::autograd::variable_list;
 
 // Live tensors of one block, by BlockAnalysis tensor index.
 using TensorTable = std::vector<at::Tensor>;
+
+static_assert(kMemoryCategoryCount <= kMemoryAccountCount);
+int Account(MemoryCategory category) { return static_cast<int>(category); }
 
 // Whether another tensor shares t's storage (an alias the schedule tracks).
 bool StorageShared(const at::Tensor& t) { return t.storage().use_count() > 1; }
@@ -81,6 +86,7 @@ struct StackState {
   const AnalyzedModel* analyzed = nullptr;
   const std::vector<BlockSchedule>* schedules = nullptr;
   std::shared_ptr<RecomputeCounter> counter;
+  const MomentObserver* observer = nullptr;  // may be null or empty
   std::vector<at::Tensor> shared;     // BlockStackInputs::shared
   std::vector<TensorTable> live;      // per block: kept tensors
   // Per block input tensor index: the slot in `shared`, or -1.
@@ -104,6 +110,11 @@ void FreeAll(TensorTable& table, const std::vector<int>& indices) {
   for (int t : indices) table[t].reset();
 }
 
+void Observe(const StackState& state, Phase phase, int b, int k) {
+  if (state.observer == nullptr || !*state.observer) return;
+  (*state.observer)({phase, b, state.analyzed->blocks[b].op_ids[k]});
+}
+
 // Forward of block b: the carried input and shared inputs in, the block
 // output out; the table keeps what the schedule keeps.
 at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
@@ -114,14 +125,24 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
   for (size_t t = 0; t < state.shared_slot[b].size(); ++t) {
     if (state.shared_slot[b][t] >= 0) table[t] = state.shared[state.shared_slot[b][t]];
   }
-  for (const ScheduleStep& step : (*state.schedules)[b].forward) {
-    RunOpForward(state, b, step.op, table);
+  const BlockSchedule& schedule = (*state.schedules)[b];
+  for (const ScheduleStep& step : schedule.forward) {
+    {
+      ScopedMemoryAccount account(Account(MemoryCategory::kForwardLive));
+      RunOpForward(state, b, step.op, table);
+    }
+    for (int out : block.ops[step.op].outputs) {
+      if (schedule.kept[out] || block.tensors[out].block_output) {
+        ChargeStorageTo(table[out], Account(MemoryCategory::kKept));
+      }
+    }
+    Observe(state, Phase::kForward, b, step.op);
     FreeAll(table, step.free_after);
   }
   // The output now belongs to the next block (or the head). A block whose
   // checkpoint cache holds it (torch-sac) keeps a reference until the
   // backward step its schedule frees it after.
-  if ((*state.schedules)[b].holds_output) return table[block.output];
+  if (schedule.holds_output) return table[block.output];
   return std::exchange(table[block.output], at::Tensor());
 }
 
@@ -144,6 +165,7 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
   std::vector<at::Tensor> grad_outputs;
   for (int t : node.outputs) grad_outputs.push_back(grads[t]);
 
+  ScopedMemoryAccount account(Account(MemoryCategory::kActivationGrads));
   OpGrads result = op.Backward(saved, grad_outputs);
   saved = OpSaved();
   grad_outputs.clear();
@@ -165,6 +187,7 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
               block.op_ids[k], "' backward returned ", result.params.size(),
               " parameter gradients for ", params.size(), " parameters");
   for (size_t p = 0; p < params.size(); ++p) {
+    ChargeStorageTo(result.params[p], Account(MemoryCategory::kParamGrads));
     at::Tensor& grad = params[p].mutable_grad();
     if (grad.defined()) {
       grad.add_(result.params[p]);
@@ -172,6 +195,8 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
       grad = std::move(result.params[p]);
     }
   }
+  result.params.clear();
+  Observe(state, Phase::kBackward, b, k);
   FreeAll(grads, step.grad_drops);
   for (int t : node.outputs) {
     TORCH_CHECK(!grads[t].defined(), "sacplan executor: the gradient of '",
@@ -190,7 +215,11 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   FreeAll(table, schedule.free_at_backward_start);
   for (const ScheduleStep& step : schedule.backward) {
     if (step.kind == StepKind::kRecompute) {
-      RunOpForward(state, b, step.op, table);
+      {
+        ScopedMemoryAccount account(Account(MemoryCategory::kRecomputed));
+        RunOpForward(state, b, step.op, table);
+      }
+      Observe(state, Phase::kRecompute, b, step.op);
       state.counter->recomputed_ops += 1;
     } else {
       RunOpBackward(state, b, step, table, grads, shared_grads);
@@ -218,9 +247,11 @@ class BlockStackBackward : public torch::autograd::Node {
     // once, as the simulator counts them.
     std::vector<at::Tensor> shared_grads(state->shared.size());
     const BlockAnalysis& first = state->analyzed->blocks.front();
+    ChargeStorageTo(grad_outputs[0], Account(MemoryCategory::kActivationGrads));
     for (size_t t = 0; t < state->shared_slot[0].size(); ++t) {
       const int slot = state->shared_slot[0][t];
       if (slot >= 0 && first.tensors[t].requires_grad) {
+        ScopedMemoryAccount account(Account(MemoryCategory::kActivationGrads));
         shared_grads[slot] = at::zeros_like(state->shared[slot]);
       }
     }
@@ -245,8 +276,10 @@ class BlockStackBackward : public torch::autograd::Node {
 at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
                          const std::vector<BlockSchedule>& schedules,
                          BlockStackInputs& inputs,
-                         std::shared_ptr<RecomputeCounter> counter) {
+                         std::shared_ptr<RecomputeCounter> counter,
+                         const MomentObserver* observer) {
   auto state = std::make_shared<StackState>();
+  state->observer = observer;
   state->model = &model;
   state->analyzed = &analyzed;
   state->schedules = &schedules;
@@ -284,6 +317,10 @@ at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
   {
     at::NoGradGuard no_grad;
     at::Tensor carried = std::move(inputs.carried);
+    ChargeStorageTo(carried, Account(MemoryCategory::kKept));
+    for (const at::Tensor& t : state->shared) {
+      ChargeStorageTo(t, Account(MemoryCategory::kSharedInputs));
+    }
     for (size_t b = 0; b < analyzed.blocks.size(); ++b) {
       carried = ForwardBlock(*state, static_cast<int>(b), std::move(carried));
     }
