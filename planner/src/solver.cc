@@ -16,15 +16,6 @@ struct Solver::BlockClass {
   std::vector<BlockCandidate> candidates;
 };
 
-// Memory that is live whatever the plan, at the moments the chain DP checks,
-// read from the step's own phases (ComputeConstants).
-struct Solver::StepConstants {
-  int64_t forward_base = 0;            // + P_j + forward peak of block j
-  std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
-  int64_t head_base = 0;               // + P_L (every block's kept bytes)
-  int64_t plan_independent_peak = 0;   // setup and optimizer moments
-};
-
 namespace {
 
 using StepConstants = Solver::StepConstants;
