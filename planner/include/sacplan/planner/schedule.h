@@ -3,8 +3,9 @@
 // The simulator interprets a schedule over byte counts; the executor
 // interprets the same schedule over real tensors, so the two agree by
 // construction. A schedule lists, for the block's forward and backward, which
-// op runs (forward, recompute or backward) and which activations are freed
-// right after it.
+// op runs (forward, recompute or backward), which activations are freed
+// right after it and, in backward, which gradient buffers are made, shared
+// and freed.
 #ifndef SACPLAN_PLANNER_SCHEDULE_H_
 #define SACPLAN_PLANNER_SCHEDULE_H_
 
