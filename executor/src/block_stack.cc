@@ -1,5 +1,6 @@
 #include "block_stack.h"
 
+#include <span>
 #include <string>
 #include <utility>
 
@@ -106,7 +107,7 @@ void RunOpForward(const StackState& state, int b, int k, TensorTable& table) {
   }
 }
 
-void FreeAll(TensorTable& table, const std::vector<int>& indices) {
+void FreeAll(TensorTable& table, std::span<const int> indices) {
   for (int t : indices) table[t].reset();
 }
 
@@ -172,7 +173,8 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
   TORCH_CHECK(result.inputs.size() == node.inputs.size(), "sacplan executor: op '",
               block.op_ids[k], "' backward returned ", result.inputs.size(),
               " input gradients for ", node.inputs.size(), " inputs");
-  for (const GradInput& g : step.input_grads) {
+  const BlockSchedule& schedule = (*state.schedules)[b];
+  for (const GradInput& g : Entries(schedule.input_grads, step.input_grads)) {
     const int t = node.inputs[g.input];
     if (!result.inputs[g.input].defined()) continue;
     // Block inputs come first among the tensors, so t indexes shared_slot.
@@ -197,7 +199,7 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
   }
   result.params.clear();
   Observe(state, Phase::kBackward, b, k);
-  FreeAll(grads, step.grad_drops);
+  FreeAll(grads, Entries(schedule.grad_drops, step.grad_drops));
   for (int t : node.outputs) {
     TORCH_CHECK(!grads[t].defined(), "sacplan executor: the gradient of '",
                 block.tensors[t].id, "' outlives its producer's backward");

@@ -14,7 +14,10 @@ namespace {
 class GradBuffers {
  public:
   explicit GradBuffers(int tensor_count)
-      : buffer_of_(tensor_count, -1), slices_of_(tensor_count) {}
+      : buffer_of_(tensor_count, -1), slices_of_(tensor_count) {
+    refs_.reserve(tensor_count);
+    bytes_.reserve(tensor_count);
+  }
   bool live(int t) const { return buffer_of_[t] >= 0; }
   bool shared(int t) const { return refs_[buffer_of_[t]] > 1; }
   bool has_slices(int t) const { return !slices_of_[t].empty(); }
@@ -61,7 +64,8 @@ class GradBuffers {
 // producer (or after the last step for the carried input). A gradient of all
 // of t that a whole-tensor reader made takes the joined one in place.
 void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
-                std::vector<GradJoin>& joins) {
+                std::vector<GradJoin>& joins, IndexRange& range) {
+  range.end = static_cast<int>(joins.size());
   if (!grads.has_slices(t)) return;
   GradJoin join;
   join.tensor = t;
@@ -70,7 +74,10 @@ void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
   join.whole_was_live = grads.live(t);
   if (!join.whole_was_live) grads.Adopt(t, join.whole_bytes);
   joins.push_back(std::move(join));
+  range.end += 1;
 }
+
+int Size(const auto& list) { return static_cast<int>(list.size()); }
 
 // One op's backward. An input gradient the op produces is a new buffer, an
 // alias (a pass-through add or clone, a cat's slice), or is added into the
@@ -79,9 +86,13 @@ void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
 // gradients accumulate in place into buffers the step allocated once. The
 // gradient of an input read in slices is a slice-sized buffer of its own.
 void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
-                       ScheduleStep& step) {
+                       ScheduleStep& step, BlockSchedule& schedule) {
   const OpNode& op = block.ops[step.op];
-  for (int out : op.outputs) JoinSlices(block, grads, out, step.grad_joins);
+  step.grad_joins = {Size(schedule.grad_joins), Size(schedule.grad_joins)};
+  for (int out : op.outputs) {
+    JoinSlices(block, grads, out, schedule.grad_joins, step.grad_joins);
+  }
+  step.input_grads.begin = Size(schedule.input_grads);
   const int pass_from =
       (op.passes_grad_through || op.splits_grad) && grads.live(op.outputs[0])
           ? op.outputs[0]
@@ -126,15 +137,20 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
       grad.kind = GradKind::kAddInPlace;
       grad.scratch_bytes = scratch_bytes;
     }
-    step.input_grads.push_back(grad);
+    schedule.input_grads.push_back(grad);
   }
+  step.input_grads.end = Size(schedule.input_grads);
+  step.grad_drops.begin = Size(schedule.grad_drops);
+  step.grad_frees.begin = Size(schedule.grad_frees);
   for (int out : op.outputs) {
     if (!grads.live(out)) continue;
-    step.grad_drops.push_back(out);
+    schedule.grad_drops.push_back(out);
     if (const int64_t freed = grads.Release(out); freed > 0) {
-      step.grad_frees.push_back(freed);
+      schedule.grad_frees.push_back(freed);
     }
   }
+  step.grad_drops.end = Size(schedule.grad_drops);
+  step.grad_frees.end = Size(schedule.grad_frees);
 }
 
 }  // namespace
@@ -142,10 +158,16 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
 void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
   GradBuffers grads(static_cast<int>(block.tensors.size()));
   grads.Adopt(block.output, block.tensors[block.output].bytes);
+  schedule.input_grads.reserve(2 * block.ops.size());
+  schedule.grad_drops.reserve(block.ops.size());
+  schedule.grad_frees.reserve(block.ops.size());
   for (ScheduleStep& step : schedule.backward) {
-    if (step.kind == StepKind::kBackward) LowerBackwardStep(block, grads, step);
+    if (step.kind == StepKind::kBackward) LowerBackwardStep(block, grads, step, schedule);
   }
-  JoinSlices(block, grads, block.carried_input, schedule.final_grad_joins);
+  const int joins = Size(schedule.grad_joins);
+  schedule.final_grad_joins = {joins, joins};
+  JoinSlices(block, grads, block.carried_input, schedule.grad_joins,
+             schedule.final_grad_joins);
 }
 
 }  // namespace sacplan

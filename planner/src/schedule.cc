@@ -284,6 +284,7 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   const SaveOutcome outcome = DecideSaves(block, saved, semantics);
   schedule.kept = outcome.kept;
   schedule.holds_output = outcome.holds_output;
+  schedule.backward.reserve(2 * block.ops.size());
   LowerForward(block, saved, outcome.checkpointed && block.last_saving_op < 0,
                schedule);
 

@@ -66,7 +66,9 @@ class BlockInterpreter {
       }
       for (int t : step.free_after) FreeActivation(t, recomputed[t]);
     }
-    for (const GradJoin& join : schedule_.final_grad_joins) JoinSlices(join, 0);
+    for (const GradJoin& join : Entries(schedule_.grad_joins, schedule_.final_grad_joins)) {
+      JoinSlices(join, 0);
+    }
   }
 
  private:
@@ -76,15 +78,17 @@ class BlockInterpreter {
   // buffers its outputs' gradients free.
   void BackwardOp(const ScheduleStep& step) {
     const OpNode& op = block_.ops[step.op];
-    for (const GradJoin& join : step.grad_joins) JoinSlices(join, step.op);
+    for (const GradJoin& join : Entries(schedule_.grad_joins, step.grad_joins)) {
+      JoinSlices(join, step.op);
+    }
     int64_t scratch_bytes = 0;
-    for (const GradInput& grad : step.input_grads) {
+    for (const GradInput& grad : Entries(schedule_.input_grads, step.input_grads)) {
       tracker_.Alloc(MemoryCategory::kActivationGrads, grad.alloc_bytes);
       scratch_bytes += grad.scratch_bytes;
     }
     tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes);
     RunOp(Phase::kBackward, step.op, op.bwd_workspace_bytes + scratch_bytes, op.bwd_ms);
-    for (int64_t bytes : step.grad_frees) {
+    for (int64_t bytes : Entries(schedule_.grad_frees, step.grad_frees)) {
       tracker_.Free(MemoryCategory::kActivationGrads, bytes);
     }
   }

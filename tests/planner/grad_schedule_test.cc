@@ -26,6 +26,19 @@ const ScheduleStep& BackwardOf(const BlockAnalysis& block, const BlockSchedule& 
   return schedule.backward.front();
 }
 
+std::vector<GradInput> InputGrads(const BlockSchedule& s, const ScheduleStep& step) {
+  const auto entries = Entries(s.input_grads, step.input_grads);
+  return {entries.begin(), entries.end()};
+}
+std::vector<int> Drops(const BlockSchedule& s, const ScheduleStep& step) {
+  const auto entries = Entries(s.grad_drops, step.grad_drops);
+  return {entries.begin(), entries.end()};
+}
+std::vector<int64_t> Frees(const BlockSchedule& s, const ScheduleStep& step) {
+  const auto entries = Entries(s.grad_frees, step.grad_frees);
+  return {entries.begin(), entries.end()};
+}
+
 TEST(GradScheduleTest, ResidualAddAliasesItsSameSizedInputAndTheSumFreesTheRest) {
   // x (200) -> fc (400) -> act (400); add(x, act.out) -> 200.
   const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0, 100));
@@ -33,24 +46,24 @@ TEST(GradScheduleTest, ResidualAddAliasesItsSameSizedInputAndTheSumFreesTheRest)
       LowerBlock(block, SaveMask(block.ops.size(), true), Semantics::kSacplan);
 
   const ScheduleStep& add = BackwardOf(block, schedule, "add");
-  ASSERT_EQ(add.input_grads.size(), 2u);
-  EXPECT_EQ(add.input_grads[0].kind, GradKind::kAlias);  // x: the output's size
-  EXPECT_EQ(add.input_grads[0].alloc_bytes, 0);
-  EXPECT_EQ(add.input_grads[1].kind, GradKind::kNew);    // act.out: larger
-  EXPECT_EQ(add.input_grads[1].alloc_bytes, 400);
-  EXPECT_EQ(add.grad_drops, std::vector<int>{block.output});
-  EXPECT_TRUE(add.grad_frees.empty());  // x still holds the buffer
+  ASSERT_EQ(InputGrads(schedule, add).size(), 2u);
+  EXPECT_EQ(InputGrads(schedule, add)[0].kind, GradKind::kAlias);  // x: the output's size
+  EXPECT_EQ(InputGrads(schedule, add)[0].alloc_bytes, 0);
+  EXPECT_EQ(InputGrads(schedule, add)[1].kind, GradKind::kNew);    // act.out: larger
+  EXPECT_EQ(InputGrads(schedule, add)[1].alloc_bytes, 400);
+  EXPECT_EQ(Drops(schedule, add), std::vector<int>{block.output});
+  EXPECT_TRUE(Frees(schedule, add).empty());  // x still holds the buffer
 
   const ScheduleStep& act = BackwardOf(block, schedule, "act");
-  EXPECT_EQ(act.input_grads.at(0).kind, GradKind::kNew);
-  EXPECT_EQ(act.grad_frees, std::vector<int64_t>{400});  // act.out's gradient
+  EXPECT_EQ(InputGrads(schedule, act).at(0).kind, GradKind::kNew);
+  EXPECT_EQ(Frees(schedule, act), std::vector<int64_t>{400});  // act.out's gradient
 
   // x's gradient (the former output's buffer) is x's alone by now.
   const ScheduleStep& fc = BackwardOf(block, schedule, "fc");
-  EXPECT_EQ(fc.input_grads.at(0).kind, GradKind::kAddInPlace);
-  EXPECT_EQ(fc.input_grads.at(0).scratch_bytes, 200);
-  EXPECT_EQ(fc.grad_frees, std::vector<int64_t>{400});
-  EXPECT_TRUE(schedule.final_grad_joins.empty());
+  EXPECT_EQ(InputGrads(schedule, fc).at(0).kind, GradKind::kAddInPlace);
+  EXPECT_EQ(InputGrads(schedule, fc).at(0).scratch_bytes, 200);
+  EXPECT_EQ(Frees(schedule, fc), std::vector<int64_t>{400});
+  EXPECT_TRUE(Entries(schedule.grad_joins, schedule.final_grad_joins).empty());
 }
 
 TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {
@@ -67,16 +80,16 @@ TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {
       LowerBlock(block, SaveMask(block.ops.size(), true), Semantics::kSacplan);
 
   const ScheduleStep& add = BackwardOf(block, schedule, "add");
-  EXPECT_EQ(add.input_grads.at(0).kind, GradKind::kAlias);
-  EXPECT_EQ(add.input_grads.at(1).kind, GradKind::kAlias);
-  EXPECT_TRUE(add.grad_frees.empty());
+  EXPECT_EQ(InputGrads(schedule, add).at(0).kind, GradKind::kAlias);
+  EXPECT_EQ(InputGrads(schedule, add).at(1).kind, GradKind::kAlias);
+  EXPECT_TRUE(Frees(schedule, add).empty());
 
   const ScheduleStep& lin = BackwardOf(block, schedule, "lin");
-  EXPECT_EQ(lin.input_grads.at(0).kind, GradKind::kAddToNew);
-  EXPECT_EQ(lin.input_grads.at(0).alloc_bytes, 100);
-  EXPECT_EQ(lin.input_grads.at(0).scratch_bytes, 100);
+  EXPECT_EQ(InputGrads(schedule, lin).at(0).kind, GradKind::kAddToNew);
+  EXPECT_EQ(InputGrads(schedule, lin).at(0).alloc_bytes, 100);
+  EXPECT_EQ(InputGrads(schedule, lin).at(0).scratch_bytes, 100);
   // Dropping y's reference frees the add's buffer: x moved to the new one.
-  EXPECT_EQ(lin.grad_frees, std::vector<int64_t>{100});
+  EXPECT_EQ(Frees(schedule, lin), std::vector<int64_t>{100});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #define SACPLAN_PLANNER_SCHEDULE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -82,20 +83,29 @@ struct GradJoin {
   bool whole_was_live = false;
 };
 
+// Entries [begin, end) of one of BlockSchedule's gradient lists: the lists
+// are flat, one per schedule, so that lowering allocates per block, not per
+// step (the solver lowers blocks in its inner loop).
+struct IndexRange {
+  int begin = 0;
+  int end = 0;
+};
+
 struct ScheduleStep {
   StepKind kind = StepKind::kForward;
   int op = 0;
   std::vector<int> free_after;  // activation tensor indices freed after it
   // Backward steps only (kActivationGrads; the op's parameter gradients are
-  // its param_bytes). Before the op: its outputs' slice gradients joined.
-  std::vector<GradJoin> grad_joins;
-  // Its inputs' gradients (inputs that take none are not listed).
-  std::vector<GradInput> input_grads;
-  // After the op: tensors (its outputs) whose gradient reference is dropped,
-  // and the bytes of each buffer that frees (a buffer still held by an alias
-  // is not freed).
-  std::vector<int> grad_drops;
-  std::vector<int64_t> grad_frees;
+  // its param_bytes). Before the op: its outputs' slice gradients joined
+  // (BlockSchedule::grad_joins). Its inputs' gradients, inputs that take
+  // none not listed (BlockSchedule::input_grads). After the op: the tensors
+  // (its outputs) whose gradient reference is dropped
+  // (BlockSchedule::grad_drops), and the bytes of each buffer that frees
+  // (BlockSchedule::grad_frees; a buffer an alias still holds is not freed).
+  IndexRange grad_joins;
+  IndexRange input_grads;
+  IndexRange grad_drops;
+  IndexRange grad_frees;
 };
 
 struct BlockSchedule {
@@ -120,11 +130,23 @@ struct BlockSchedule {
   // would free that storage (the next block as its carried input, or the
   // head) must not.
   bool holds_output = false;
+  // The backward steps' gradient lists (ScheduleStep's ranges index them).
+  std::vector<GradJoin> grad_joins;
+  std::vector<GradInput> input_grads;
+  std::vector<int> grad_drops;
+  std::vector<int64_t> grad_frees;
   // After the last backward step: the carried input's slice gradients
-  // joined (at most one entry). The block output's gradient is live when the
-  // backward starts; the carried input's is left live for the block before.
-  std::vector<GradJoin> final_grad_joins;
+  // joined (at most one entry of grad_joins). The block output's gradient
+  // is live when the backward starts; the carried input's is left live for
+  // the block before.
+  IndexRange final_grad_joins;
 };
+
+// The entries of `list` in `range`.
+template <typename T>
+std::span<const T> Entries(const std::vector<T>& list, IndexRange range) {
+  return std::span<const T>(list).subspan(range.begin, range.end - range.begin);
+}
 
 // What a save mask keeps and recomputes, by the rules LowerBlock applies,
 // without building the schedule: cheap enough to screen many masks.
