@@ -1,6 +1,7 @@
 #include "block_stack.h"
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -8,6 +9,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
+
+#include "sacplan/executor/memory_meter.h"
 
 namespace sacplan::executor_internal {
 namespace {
@@ -17,17 +20,52 @@ using torch::autograd::variable_list;
 // Live tensors of one block, by BlockAnalysis tensor index.
 using TensorTable = std::vector<at::Tensor>;
 
-// Adds a gradient into a slot. In place when the slot's tensor is the only
-// reference to its storage; otherwise (a pass-through backward such as an
-// add's hands one gradient to several inputs) out of place, so that an alias
-// is never changed behind another tensor's back.
-void Accumulate(at::Tensor& slot, at::Tensor grad) {
-  if (!slot.defined()) {
-    slot = std::move(grad);
-  } else if (slot.use_count() == 1 && slot.storage().use_count() == 1) {
-    slot.add_(grad);
-  } else {
-    slot = slot + grad;
+static_assert(kMemoryCategoryCount <= kMemoryAccountCount);
+int Account(MemoryCategory category) { return static_cast<int>(category); }
+
+// Whether another tensor shares t's storage (an alias the schedule tracks).
+bool StorageShared(const at::Tensor& t) { return t.storage().use_count() > 1; }
+
+// Files one input gradient the op's backward returned where the schedule's
+// GradInput says (the simulator counts the same buffers), checking that the
+// tensors really share what the schedule says they share.
+void FileGradient(const BlockAnalysis& block, const OpNode& node, const GradInput& g,
+                  at::Tensor grad, TensorTable& grads, at::Tensor& shared_grad) {
+  const int t = node.inputs[g.input];
+  at::Tensor& slot = grads[t];
+  switch (g.kind) {
+    case GradKind::kNew:
+    case GradKind::kAlias: {
+      TORCH_CHECK(!slot.defined(), "sacplan executor: the gradient of '",
+                  block.tensors[t].id, "' is live where the schedule makes a new one");
+      const at::Tensor& from = grads[node.outputs[0]];
+      const bool aliases = from.defined() && grad.storage().is_alias_of(from.storage());
+      TORCH_CHECK(aliases == (g.kind == GradKind::kAlias), "sacplan executor: the "
+                  "gradient of '", block.tensors[t].id, "' ",
+                  aliases ? "aliases" : "does not alias",
+                  " its op's output gradient, the schedule says otherwise");
+      slot = std::move(grad);
+      return;
+    }
+    case GradKind::kAddInPlace:
+      TORCH_CHECK(slot.defined() && !StorageShared(slot), "sacplan executor: the "
+                  "gradient of '", block.tensors[t].id, "' is not a live unshared "
+                  "buffer where the schedule adds into it in place");
+      slot.add_(grad);
+      return;
+    case GradKind::kAddToNew:
+      TORCH_CHECK(slot.defined() && StorageShared(slot), "sacplan executor: the "
+                  "gradient of '", block.tensors[t].id, "' is not a live shared "
+                  "buffer where the schedule adds it into a new one");
+      slot = slot + grad;
+      return;
+    case GradKind::kAddToShared:
+      if (shared_grad.defined()) shared_grad.add_(grad);
+      return;
+    case GradKind::kNewSlice:
+    case GradKind::kAliasSlice:
+      TORCH_CHECK(false, "sacplan executor: '", block.tensors[t].id,
+                  "' takes a slice gradient; the LibTorch models read no slices");
   }
 }
 
@@ -50,6 +88,7 @@ struct StackState {
   const AnalyzedModel* analyzed = nullptr;
   const std::vector<BlockSchedule>* schedules = nullptr;
   std::shared_ptr<RecomputeCounter> counter;
+  const MomentObserver* observer = nullptr;  // may be null or empty
   std::vector<at::Tensor> shared;     // BlockStackInputs::shared
   std::vector<TensorTable> live;      // per block: kept tensors
   // Per block input tensor index: the slot in `shared`, or -1.
@@ -86,8 +125,13 @@ void Timed(const StackState& state, int b, const ScheduleStep& step, Run run) {
                            end_cpu_ms - start_cpu_ms});
 }
 
-void FreeAll(TensorTable& table, const std::vector<int>& indices) {
+void FreeAll(TensorTable& table, std::span<const int> indices) {
   for (int t : indices) table[t].reset();
+}
+
+void Observe(const StackState& state, Phase phase, int b, int k) {
+  if (state.observer == nullptr || !*state.observer) return;
+  (*state.observer)({phase, b, state.analyzed->blocks[b].op_ids[k]});
 }
 
 // Forward of block b: the carried input and shared inputs in, the block
@@ -100,19 +144,31 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
   for (size_t t = 0; t < state.shared_slot[b].size(); ++t) {
     if (state.shared_slot[b][t] >= 0) table[t] = state.shared[state.shared_slot[b][t]];
   }
-  for (const ScheduleStep& step : (*state.schedules)[b].forward) {
-    Timed(state, b, step, [&] { RunOpForward(state, b, step.op, table); });
+  const BlockSchedule& schedule = (*state.schedules)[b];
+  for (const ScheduleStep& step : schedule.forward) {
+    Timed(state, b, step, [&] {
+      ScopedMemoryAccount account(Account(MemoryCategory::kForwardLive));
+      RunOpForward(state, b, step.op, table);
+    });
+    for (int out : block.ops[step.op].outputs) {
+      if (schedule.kept[out] || block.tensors[out].block_output) {
+        ChargeStorageTo(table[out], Account(MemoryCategory::kKept));
+      }
+    }
+    Observe(state, Phase::kForward, b, step.op);
     FreeAll(table, step.free_after);
   }
   // The output now belongs to the next block (or the head). A block whose
   // checkpoint cache holds it (torch-sac) keeps a reference until the
   // backward step its schedule frees it after.
-  if ((*state.schedules)[b].holds_output) return table[block.output];
+  if (schedule.holds_output) return table[block.output];
   return std::exchange(table[block.output], at::Tensor());
 }
 
-void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
-                   TensorTable& grads, std::vector<at::Tensor>& shared_grads) {
+void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
+                   TensorTable& table, TensorTable& grads,
+                   std::vector<at::Tensor>& shared_grads) {
+  const int k = step.op;
   const BlockAnalysis& block = state.analyzed->blocks[b];
   const OpNode& node = block.ops[k];
   const TorchOp& op = state.model->op(b, k);
@@ -128,27 +184,30 @@ void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
   std::vector<at::Tensor> grad_outputs;
   for (int t : node.outputs) grad_outputs.push_back(grads[t]);
 
+  ScopedMemoryAccount account(Account(MemoryCategory::kActivationGrads));
   OpGrads result = op.Backward(saved, grad_outputs);
   saved = OpSaved();
+  grad_outputs.clear();
   TORCH_CHECK(result.inputs.size() == node.inputs.size(), "sacplan executor: op '",
               block.op_ids[k], "' backward returned ", result.inputs.size(),
               " input gradients for ", node.inputs.size(), " inputs");
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (!result.inputs[i].defined()) continue;
-    const int t = node.inputs[i];
-    if (block.tensors[t].shared_input) {
-      // Block inputs come first among the tensors, so t indexes shared_slot.
-      const int slot = state.shared_slot[b][t];
-      if (shared_grads[slot].defined()) shared_grads[slot].add_(result.inputs[i]);
-    } else if (block.tensors[t].requires_grad) {
-      Accumulate(grads[t], std::move(result.inputs[i]));
-    }
+  const BlockSchedule& schedule = (*state.schedules)[b];
+  for (const GradInput& g : Entries(schedule.input_grads, step.input_grads)) {
+    const int t = node.inputs[g.input];
+    if (!result.inputs[g.input].defined()) continue;
+    // Block inputs come first among the tensors, so t indexes shared_slot.
+    const int slot = block.tensors[t].shared_input ? state.shared_slot[b][t] : -1;
+    at::Tensor unused;
+    FileGradient(block, node, g, std::move(result.inputs[g.input]), grads,
+                 slot >= 0 ? shared_grads[slot] : unused);
   }
+  result.inputs.clear();
   std::vector<at::Tensor> params = op.Params();
   TORCH_CHECK(result.params.size() == params.size(), "sacplan executor: op '",
               block.op_ids[k], "' backward returned ", result.params.size(),
               " parameter gradients for ", params.size(), " parameters");
   for (size_t p = 0; p < params.size(); ++p) {
+    ChargeStorageTo(result.params[p], Account(MemoryCategory::kParamGrads));
     at::Tensor& grad = params[p].mutable_grad();
     if (grad.defined()) {
       grad.add_(result.params[p]);
@@ -156,7 +215,13 @@ void RunOpBackward(StackState& state, int b, int k, TensorTable& table,
       grad = std::move(result.params[p]);
     }
   }
-  for (int t : node.outputs) grads[t].reset();
+  result.params.clear();
+  Observe(state, Phase::kBackward, b, k);
+  FreeAll(grads, Entries(schedule.grad_drops, step.grad_drops));
+  for (int t : node.outputs) {
+    TORCH_CHECK(!grads[t].defined(), "sacplan executor: the gradient of '",
+                block.tensors[t].id, "' outlives its producer's backward");
+  }
 }
 
 // Backward of block b: the output's gradient in, the carried input's out.
@@ -170,11 +235,15 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   FreeAll(table, schedule.free_at_backward_start);
   for (const ScheduleStep& step : schedule.backward) {
     if (step.kind == StepKind::kRecompute) {
-      Timed(state, b, step, [&] { RunOpForward(state, b, step.op, table); });
+      Timed(state, b, step, [&] {
+        ScopedMemoryAccount account(Account(MemoryCategory::kRecomputed));
+        RunOpForward(state, b, step.op, table);
+      });
+      Observe(state, Phase::kRecompute, b, step.op);
       state.counter->recomputed_ops += 1;
     } else {
       Timed(state, b, step,
-            [&] { RunOpBackward(state, b, step.op, table, grads, shared_grads); });
+            [&] { RunOpBackward(state, b, step, table, grads, shared_grads); });
     }
     FreeAll(table, step.free_after);
   }
@@ -199,9 +268,11 @@ class BlockStackBackward : public torch::autograd::Node {
     // once, as the simulator counts them.
     std::vector<at::Tensor> shared_grads(state->shared.size());
     const BlockAnalysis& first = state->analyzed->blocks.front();
+    ChargeStorageTo(grad_outputs[0], Account(MemoryCategory::kActivationGrads));
     for (size_t t = 0; t < state->shared_slot[0].size(); ++t) {
       const int slot = state->shared_slot[0][t];
       if (slot >= 0 && first.tensors[t].requires_grad) {
+        ScopedMemoryAccount account(Account(MemoryCategory::kActivationGrads));
         shared_grads[slot] = at::zeros_like(state->shared[slot]);
       }
     }
@@ -226,8 +297,10 @@ class BlockStackBackward : public torch::autograd::Node {
 at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
                          const std::vector<BlockSchedule>& schedules,
                          BlockStackInputs& inputs,
-                         std::shared_ptr<RecomputeCounter> counter) {
+                         std::shared_ptr<RecomputeCounter> counter,
+                         const MomentObserver* observer) {
   auto state = std::make_shared<StackState>();
+  state->observer = observer;
   state->model = &model;
   state->analyzed = &analyzed;
   state->schedules = &schedules;
@@ -265,6 +338,10 @@ at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
   {
     at::NoGradGuard no_grad;
     at::Tensor carried = std::move(inputs.carried);
+    ChargeStorageTo(carried, Account(MemoryCategory::kKept));
+    for (const at::Tensor& t : state->shared) {
+      ChargeStorageTo(t, Account(MemoryCategory::kSharedInputs));
+    }
     for (size_t b = 0; b < analyzed.blocks.size(); ++b) {
       carried = ForwardBlock(*state, static_cast<int>(b), std::move(carried));
     }

@@ -3,6 +3,7 @@
 #ifndef SACPLAN_EXECUTOR_SRC_BLOCK_STACK_H_
 #define SACPLAN_EXECUTOR_SRC_BLOCK_STACK_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "sacplan/executor/op_observer.h"
 #include "sacplan/models/torch_model.h"
+#include "sacplan/planner/memory_tracker.h"
 #include "sacplan/planner/schedule.h"
 #include "sacplan/planner/simulator.h"
 
@@ -23,6 +25,10 @@ struct RecomputeCounter {
   OpObserver observer;
 };
 
+// Called at each moment the simulator marks inside the blocks (see
+// PlanExecutor::set_moment_observer).
+using MomentObserver = std::function<void(const StepLocation&)>;
+
 // Runs every block's forward schedule on `inputs` (grad mode is turned off
 // inside) and returns the last block's output. When grad mode is on and an
 // input requires grad, the output carries an autograd node whose backward
@@ -30,11 +36,15 @@ struct RecomputeCounter {
 // then. `model`, `analyzed`, `schedules` and `counter` must outlive that
 // backward. `inputs.carried` is moved from: the node holds the only reference
 // the blocks need, so the caller must not keep it alive (it would be counted
-// twice against the plan's memory).
+// twice against the plan's memory). Every CPU allocation the blocks make is
+// charged to its MemoryCategory account (memory_meter.h), as the simulator
+// counts it; `observer` (may be empty; must outlive the backward) is called
+// at each moment.
 at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
                          const std::vector<BlockSchedule>& schedules,
                          BlockStackInputs& inputs,
-                         std::shared_ptr<RecomputeCounter> counter);
+                         std::shared_ptr<RecomputeCounter> counter,
+                         const MomentObserver* observer);
 
 }  // namespace sacplan::executor_internal
 

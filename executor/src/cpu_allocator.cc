@@ -9,6 +9,7 @@
 #include "cpu_allocator.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -76,6 +77,23 @@ void RaiseTo(std::atomic<int64_t>& peak, int64_t value) {
   }
 }
 
+// Per-account live bytes (memory_meter.h, "accounts"). Each allocation
+// records the account it was charged to, so its free uncharges the same one.
+std::array<std::atomic<int64_t>, kMemoryAccountCount> g_account_bytes{};
+// The account charged for new allocations on every thread (-1: none).
+std::atomic<int> g_current_account{-1};
+
+void Charge(int account, int64_t bytes) {
+  if (account >= 0) g_account_bytes[account].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+// What the raw path keeps in front of the payload.
+struct Header {
+  size_t nbytes;
+  int account;
+};
+static_assert(sizeof(Header) <= kHeaderBytes);
+
 void OnAllocate(size_t nbytes) {
   Counters& c = GlobalCounters();
   const int64_t n = static_cast<int64_t>(nbytes);
@@ -98,11 +116,16 @@ void OnFree(size_t nbytes) {
 
 // Raw path: [header: requested size | payload ...]; the payload is the
 // DataPtr's data and context.
+Header* HeaderOf(void* payload) {
+  return reinterpret_cast<Header*>(static_cast<char*>(payload) - kHeaderBytes);
+}
+
 void FreeWithHeader(void* payload) {
   if (payload == nullptr) return;
-  char* block = static_cast<char*>(payload) - kHeaderBytes;
-  OnFree(*reinterpret_cast<size_t*>(block));
-  GlobalCounters().inner_raw_free(block);
+  Header* header = HeaderOf(payload);
+  OnFree(header->nbytes);
+  Charge(header->account, -static_cast<int64_t>(header->nbytes));
+  GlobalCounters().inner_raw_free(header);
 }
 
 // Wrapped path: the inner allocation's context and deleter, and its size.
@@ -110,10 +133,12 @@ struct WrappedContext {
   void* inner_context;
   c10::DeleterFnPtr inner_deleter;
   size_t nbytes;
+  int account;
 };
 void FreeWrapped(void* context) {
   auto* wrapped = static_cast<WrappedContext*>(context);
   OnFree(wrapped->nbytes);
+  Charge(wrapped->account, -static_cast<int64_t>(wrapped->nbytes));
   if (wrapped->inner_deleter != nullptr) {
     wrapped->inner_deleter(wrapped->inner_context);
   }
@@ -130,9 +155,11 @@ class CountingCpuAllocator final : public c10::Allocator {
     if (nbytes == 0) return inner_->allocate(0);
     if (raw_) {
       char* block = static_cast<char*>(inner_->raw_allocate(nbytes + kHeaderBytes));
-      *reinterpret_cast<size_t*>(block) = nbytes;
+      const int account = g_current_account.load(std::memory_order_relaxed);
+      *reinterpret_cast<Header*>(block) = {nbytes, account};
       void* payload = block + kHeaderBytes;
       OnAllocate(nbytes);
+      Charge(account, static_cast<int64_t>(nbytes));
       return {payload, payload, &FreeWithHeader, c10::Device(c10::DeviceType::CPU)};
     }
     c10::DataPtr inner = inner_->allocate(nbytes);
@@ -140,8 +167,10 @@ class CountingCpuAllocator final : public c10::Allocator {
     const c10::Device device = inner.device();
     const c10::DeleterFnPtr deleter = inner.get_deleter();
     void* context = inner.release_context();
-    auto* wrapped = new WrappedContext{context, deleter, nbytes};
+    const int account = g_current_account.load(std::memory_order_relaxed);
+    auto* wrapped = new WrappedContext{context, deleter, nbytes, account};
     OnAllocate(nbytes);
+    Charge(account, static_cast<int64_t>(nbytes));
     return {data, wrapped, &FreeWrapped, device};
   }
 
@@ -239,6 +268,38 @@ void ResetMemoryLabels() {
     entry->allocations.store(0);
     entry->peak_allocated_bytes.store(0);
   }
+}
+
+ScopedMemoryAccount::ScopedMemoryAccount(int account)
+    : previous_(g_current_account.exchange(account, std::memory_order_relaxed)) {}
+
+ScopedMemoryAccount::~ScopedMemoryAccount() {
+  g_current_account.store(previous_, std::memory_order_relaxed);
+}
+
+void ChargeStorageTo(const at::Tensor& tensor, int account) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  const c10::DataPtr& data = tensor.storage().data_ptr();
+  int* charged = nullptr;
+  size_t nbytes = 0;
+  if (data.get_deleter() == &FreeWithHeader && data.get() != nullptr) {
+    Header* header = HeaderOf(data.get());
+    charged = &header->account;
+    nbytes = header->nbytes;
+  } else if (data.get_deleter() == &FreeWrapped) {
+    auto* wrapped = static_cast<WrappedContext*>(data.get_context());
+    charged = &wrapped->account;
+    nbytes = wrapped->nbytes;
+  } else {
+    return;  // not counted: allocated before installation, or not on CPU
+  }
+  Charge(*charged, -static_cast<int64_t>(nbytes));
+  *charged = account;
+  Charge(account, static_cast<int64_t>(nbytes));
+}
+
+int64_t ReadMemoryAccount(int account) {
+  return g_account_bytes.at(account).load(std::memory_order_relaxed);
 }
 
 }  // namespace sacplan

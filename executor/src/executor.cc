@@ -78,8 +78,14 @@ at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) 
   BlockStackInputs inputs = model_.Embed(batch);
   if (inputs_out != nullptr) *inputs_out = inputs;
   at::Tensor last =
-      executor_internal::RunBlockStack(model_, analyzed_, schedules_, inputs, counters_);
+      executor_internal::RunBlockStack(model_, analyzed_, schedules_, inputs, counters_,
+                                       &moment_observer_);
   return model_.Loss(last, inputs, batch);
+}
+
+void PlanExecutor::set_moment_observer(
+    std::function<void(const StepLocation&)> observer) {
+  moment_observer_ = std::move(observer);
 }
 
 int PlanExecutor::last_recomputed_ops() const { return counters_->recomputed_ops; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "grad_schedule.h"
 
 namespace sacplan {
 
@@ -25,6 +26,13 @@ bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved) {
 }
 
 namespace {
+
+ScheduleStep Step(StepKind kind, int op) {
+  ScheduleStep step;
+  step.kind = kind;
+  step.op = op;
+  return step;
+}
 
 bool IsSaved(const BlockAnalysis& block, const SaveMask& saved, int op) {
   return saved[op] || block.ops[op].collective;
@@ -101,14 +109,14 @@ void LowerSacplanBackward(const BlockAnalysis& block, BlockSchedule& schedule,
     if (materialized[t]) return;
     const int p = block.tensors[t].producer;
     for (int in : block.ops[p].inputs) self(self, in);
-    schedule.backward.push_back({StepKind::kRecompute, p, {}});
+    schedule.backward.push_back(Step(StepKind::kRecompute, p));
     schedule.recomputed_ops += 1;
     schedule.recompute_ms += block.ops[p].fwd_ms;
     for (int out : block.ops[p].outputs) materialized[out] = true;
   };
   for (int k = block.op_count() - 1; k >= 0; --k) {
     for (int t : block.ops[k].backward_needs) materialize(materialize, t);
-    schedule.backward.push_back({StepKind::kBackward, k, {}});
+    schedule.backward.push_back(Step(StepKind::kBackward, k));
   }
 }
 
@@ -121,17 +129,17 @@ void LowerCheckpointedBackward(const BlockAnalysis& block, const SaveMask& saved
                                std::vector<bool>& materialized) {
   const int stop = block.last_saving_op;
   for (int k = block.op_count() - 1; k > stop; --k) {
-    schedule.backward.push_back({StepKind::kBackward, k, {}});
+    schedule.backward.push_back(Step(StepKind::kBackward, k));
   }
   for (int k = 0; k <= stop; ++k) {
     if (IsSaved(block, saved, k) || !TorchSacRerunReaches(block, k)) continue;
-    schedule.backward.push_back({StepKind::kRecompute, k, {}});
+    schedule.backward.push_back(Step(StepKind::kRecompute, k));
     schedule.recomputed_ops += 1;
     schedule.recompute_ms += block.ops[k].fwd_ms;
     for (int out : block.ops[k].outputs) materialized[out] = true;
   }
   for (int k = stop; k >= 0; --k) {
-    schedule.backward.push_back({StepKind::kBackward, k, {}});
+    schedule.backward.push_back(Step(StepKind::kBackward, k));
   }
 }
 
@@ -276,6 +284,7 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   const SaveOutcome outcome = DecideSaves(block, saved, semantics);
   schedule.kept = outcome.kept;
   schedule.holds_output = outcome.holds_output;
+  schedule.backward.reserve(2 * block.ops.size());
   LowerForward(block, saved, outcome.checkpointed && block.last_saving_op < 0,
                schedule);
 
@@ -290,6 +299,7 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
     LowerSacplanBackward(block, schedule, materialized);
     PlaceBackwardFrees(block, schedule, materialized);
   }
+  LowerGradients(block, schedule);
   return schedule;
 }
 

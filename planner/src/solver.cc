@@ -8,6 +8,7 @@
 #include "fsdp_step.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
+#include "step_phases.h"
 
 namespace sacplan {
 
@@ -16,77 +17,68 @@ struct Solver::BlockClass {
   std::vector<BlockCandidate> candidates;
 };
 
-// Memory that is live whatever the plan, at the moments the chain DP checks;
-// it mirrors SimulateStep (solver tests compare the two).
-struct Solver::StepConstants {
-  int64_t forward_base = 0;            // + P_j + forward peak of block j
-  std::vector<int64_t> fsdp_forward;   // per block: added to forward_base
-  std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
-  // FSDP's moments around block j (0 without FSDP), per block: its gather
-  // before forward (+ P_j), before backward (+ P_j + its kept bytes), and
-  // its reduce-scatter (+ P_j).
-  std::vector<int64_t> forward_gather_base;
-  std::vector<int64_t> backward_gather_base;
-  std::vector<int64_t> reduce_scatter_base;
-  int64_t head_base = 0;               // + P_L (every block's kept bytes)
-  int64_t plan_independent_peak = 0;   // setup and optimizer moments
-};
-
 namespace {
 
 using StepConstants = Solver::StepConstants;
 
+// Runs the phases SimulateStep runs around its blocks (StepPhases) on a
+// tracker, with blocks that keep nothing: each forward passes its carried
+// input on as its output, and each backward takes its output's gradient,
+// leaves its carried input's and adds its parameter gradients. What a
+// block keeps, holds and allocates on its own is its BlockCost, which the
+// chain DP adds to these bases, so each base is the tracker's live bytes
+// less the block's own carried input (forward) or output gradient
+// (backward), both of which the cost counts.
 StepConstants ComputeConstants(const AnalyzedModel& model) {
-  const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
+  auto carried_bytes = [&](int b) {
+    return model.blocks[b].tensors[model.blocks[b].carried_input].bytes;
+  };
+  auto output_bytes = [&](int b) {
+    return model.blocks[b].tensors[model.blocks[b].output].bytes;
+  };
+  const bool fsdp = model.model->parallel.fsdp;
   StepConstants c;
-  // What the embeddings saved for their backward, and under FSDP the root's
-  // unsharded parameters, are live from setup to the embeddings' backward,
-  // so at every moment but the optimizer step's.
-  const int64_t until_backward_ends = fixed.embedding_saved_bytes + fixed.fsdp_root_param_bytes;
-  const int64_t resident = fixed.param_bytes + fixed.optimizer_state_bytes +
-                           model.shared_input_bytes + until_backward_ends;
-  c.forward_base = resident;
-  const BlockAnalysis& last = model.blocks.back();
-  const int64_t last_out = last.tensors[last.output].bytes;
-  // The head holds the last output and its gradient at once; its forward
-  // may hold more (head_fwd_only_bytes) before any gradient exists.
-  c.head_base = resident + last_out +
-                std::max(fixed.head_bytes,
-                         last_out + fixed.head_bytes - fixed.head_fwd_only_bytes +
-                             fixed.nonblock_grad_bytes + model.shared_input_grad_bytes);
-  c.backward_base.assign(block_count, 0);
+  MemoryTracker tracker;
+  double clock_ms = 0;
+  StepPhases phases(model, tracker, clock_ms);
+  phases.Setup();
+  int64_t plan_independent_peak = tracker.peak_bytes();
   c.fsdp_forward.assign(block_count, 0);
   c.forward_gather_base.assign(block_count, 0);
+  for (int b = 0; b < block_count; ++b) {
+    const int64_t base = tracker.live_bytes() - carried_bytes(b);
+    c.forward_base = std::max(c.forward_base, base);
+    c.fsdp_forward[b] = FsdpForwardBytes(*model.model, b);
+    if (fsdp) {
+      c.forward_gather_base[b] = tracker.live_bytes() + FsdpForwardGatherBytes(*model.model, b);
+    }
+    tracker.Free(MemoryCategory::kKept, carried_bytes(b));
+    tracker.Alloc(MemoryCategory::kKept, output_bytes(b));
+  }
+  tracker.ResetPeak();
+  phases.Head(/*last_block_holds_output=*/false);
+  c.head_base = tracker.peak_bytes();
+  c.backward_base.assign(block_count, 0);
   c.backward_gather_base.assign(block_count, 0);
   c.reduce_scatter_base.assign(block_count, 0);
-  int64_t later_param_grads = 0;
   for (int b = block_count - 1; b >= 0; --b) {
-    const int64_t base = resident + model.shared_input_grad_bytes +
-                         fixed.nonblock_grad_bytes + later_param_grads;
+    // Live before block b's backward, less its output's gradient.
+    const int64_t base = tracker.live_bytes() - output_bytes(b);
     c.backward_base[b] = base + FsdpBackwardBytes(*model.model, b);
-    c.fsdp_forward[b] = FsdpForwardBytes(*model.model, b);
-    if (model.model->parallel.fsdp) {
-      const BlockAnalysis& block = model.blocks[b];
-      // Before forward the block's carried input is live; before backward
-      // its kept bytes and its output's gradient.
-      c.forward_gather_base[b] = resident + block.tensors[block.carried_input].bytes +
-                                 FsdpForwardGatherBytes(*model.model, b);
-      c.backward_gather_base[b] = base + block.tensors[block.output].bytes +
-                                  FsdpBackwardGatherBytes(*model.model, b);
+    if (fsdp) {
+      // Before backward the block's kept bytes and its output's gradient.
+      c.backward_gather_base[b] = base + output_bytes(b) + FsdpBackwardGatherBytes(*model.model, b);
       c.reduce_scatter_base[b] = base + FsdpReduceScatterBytes(model, b);
     }
-    later_param_grads += RetainedGradBytes(model, b);
+    tracker.Free(MemoryCategory::kActivationGrads, output_bytes(b));
+    tracker.Alloc(MemoryCategory::kParamGrads, RetainedGradBytes(model, b));
+    tracker.Alloc(MemoryCategory::kActivationGrads, carried_bytes(b));
   }
-  const BlockAnalysis& first = model.blocks.front();
-  const int64_t first_in = first.tensors[first.carried_input].bytes;
-  const int64_t all_param_grads =
-      later_param_grads + fixed.nonblock_grad_bytes + fixed.embedding_grad_bytes;
-  c.plan_independent_peak = std::max(
-      {resident + first_in,
-       resident + all_param_grads + first_in + model.shared_input_grad_bytes,
-       resident - until_backward_ends + all_param_grads +
-           fixed.optimizer_step_bytes});
+  tracker.ResetPeak();
+  phases.EmbeddingBackward();
+  phases.Optimizer();
+  c.plan_independent_peak = std::max(plan_independent_peak, tracker.peak_bytes());
   return c;
 }
 

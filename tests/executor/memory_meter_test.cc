@@ -176,6 +176,37 @@ TEST(MemoryLabelTest, PeakIncludesWhatWasHeldWhenTheLabelOpened) {
   EXPECT_EQ(ReadMemoryLabel("quiet").allocated_bytes, 0);
 }
 
+TEST(MemoryAccountTest, ChargesUnchargesAndMovesExactlyAStoragesBytes) {
+  CpuMeter();
+  const int64_t two = ReadMemoryAccount(2), five = ReadMemoryAccount(5);
+  at::Tensor kept;
+  {
+    ScopedMemoryAccount account(2);
+    kept = at::empty({250}, at::kFloat);  // 1000 bytes
+    {
+      ScopedMemoryAccount inner(5);
+      at::Tensor temp = at::empty({100}, at::kFloat);  // 400 bytes, freed
+      EXPECT_EQ(ReadMemoryAccount(5), five + 400);
+    }
+    EXPECT_EQ(ReadMemoryAccount(5), five);
+    at::Tensor outside;
+    {
+      ScopedMemoryAccount none(-1);
+      outside = at::empty({10}, at::kFloat);
+    }
+    EXPECT_EQ(ReadMemoryAccount(2), two + 1000);
+  }
+  at::Tensor after = at::empty({10}, at::kFloat);  // no account open
+  EXPECT_EQ(ReadMemoryAccount(2), two + 1000);
+  // A view moves its whole storage; the free then uncharges the new account.
+  ChargeStorageTo(kept.narrow(0, 0, 10), 5);
+  EXPECT_EQ(ReadMemoryAccount(2), two);
+  EXPECT_EQ(ReadMemoryAccount(5), five + 1000);
+  ChargeStorageTo(at::Tensor(), 5);  // undefined: nothing
+  kept.reset();
+  EXPECT_EQ(ReadMemoryAccount(5), five);
+}
+
 // One test for both machines: without a GPU the meter must refuse with
 // FailedPrecondition; with one it must count a CUDA tensor's bytes.
 TEST(CudaMemoryMeterTest, FailedPreconditionWithoutAGpuCountsWithOne) {

@@ -207,7 +207,9 @@ class GateOp final : public TorchOp {
   int64_t chunk_;
 };
 
-// x + y in the output dtype; its backward reads nothing saved.
+// x + y in the output dtype; its backward reads nothing saved and, as
+// autograd's AddBackward, hands the output's gradient itself to each input of
+// the output's dtype (a cast copy to the others).
 class AddOp final : public TorchOp {
  public:
   explicit AddOp(const OpSpec& s)
@@ -216,7 +218,7 @@ class AddOp final : public TorchOp {
     return {Fresh(in[0].to(out_type_) + in[1].to(out_type_), in)};
   }
   OpGrads Backward(const OpSaved&, const std::vector<at::Tensor>& grad) const override {
-    return {{CopyAs(grad[0], x_type_), CopyAs(grad[0], y_type_)}, {}};
+    return {{grad[0].to(x_type_), grad[0].to(y_type_)}, {}};
   }
   std::vector<at::Tensor> Params() const override { return {}; }
 

@@ -11,6 +11,7 @@
 #ifndef SACPLAN_EXECUTOR_EXECUTOR_H_
 #define SACPLAN_EXECUTOR_EXECUTOR_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -58,6 +59,14 @@ class PlanExecutor {
   // timing). Costs two clock reads per op.
   void set_op_observer(OpObserver observer);
 
+  // Called at every moment inside the blocks that the simulator marks
+  // (SimulateStep's timeline): right after each op's forward, recompute or
+  // backward, before the schedule frees what it frees after it. Meanwhile
+  // every CPU allocation the blocks make is charged to the account of its
+  // MemoryCategory (memory_meter.h: ReadMemoryAccount), so that measured
+  // bytes can be compared with the simulator's per category. Empty: none.
+  void set_moment_observer(std::function<void(const StepLocation&)> observer);
+
  private:
   struct Counters;
   PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
@@ -69,6 +78,7 @@ class PlanExecutor {
   AnalyzedModel analyzed_;
   std::vector<BlockSchedule> schedules_;
   std::shared_ptr<Counters> counters_;
+  std::function<void(const StepLocation&)> moment_observer_;
 };
 
 }  // namespace sacplan

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "absl/status/status.h"
@@ -101,6 +102,36 @@ struct MemoryLabelStats {
 MemoryLabelStats ReadMemoryLabel(std::string_view label);
 // Zeroes every label's stats (labels stay known). Call when no label is open.
 void ResetMemoryLabels();
+
+// Per-account CPU accounting: live bytes split by what they are for (the
+// executor's accounts are the simulator's MemoryCategory values), so that a
+// test can compare measured memory with the simulator's by category. Each
+// allocation is charged to the account current when it is made (none
+// outside any ScopedMemoryAccount) and uncharged from that account, or the
+// one ChargeStorageTo moved it to, when it is freed. One current account per
+// process (intra-op worker threads allocate for the thread that drives
+// them), so accounts assume one driving thread, as labels do. Needs the
+// counting allocator installed (nothing is charged otherwise).
+inline constexpr int kMemoryAccountCount = 16;  // accounts 0 .. count-1
+
+class ScopedMemoryAccount {
+ public:
+  // account in [0, kMemoryAccountCount), or -1 for none.
+  explicit ScopedMemoryAccount(int account);
+  ~ScopedMemoryAccount();
+  ScopedMemoryAccount(const ScopedMemoryAccount&) = delete;
+  ScopedMemoryAccount& operator=(const ScopedMemoryAccount&) = delete;
+
+ private:
+  int previous_;
+};
+
+// Moves the bytes of `tensor`'s storage (all of it, whichever view) to
+// `account` (-1: none). No-op for undefined tensors and storages the counting
+// allocator did not make.
+void ChargeStorageTo(const at::Tensor& tensor, int account);
+// Live bytes charged to `account` now; account in [0, kMemoryAccountCount).
+int64_t ReadMemoryAccount(int account);
 
 }  // namespace sacplan
 

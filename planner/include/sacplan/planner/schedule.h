@@ -3,11 +3,14 @@
 // The simulator interprets a schedule over byte counts; the executor
 // interprets the same schedule over real tensors, so the two agree by
 // construction. A schedule lists, for the block's forward and backward, which
-// op runs (forward, recompute or backward) and which activations are freed
-// right after it.
+// op runs (forward, recompute or backward), which activations are freed
+// right after it and, in backward, which gradient buffers are made, shared
+// and freed.
 #ifndef SACPLAN_PLANNER_SCHEDULE_H_
 #define SACPLAN_PLANNER_SCHEDULE_H_
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,10 +45,67 @@ using SaveMask = std::vector<bool>;
 
 enum class StepKind { kForward, kRecompute, kBackward };
 
+// What a backward step does with the gradient of one input of its op.
+// Gradients are buffers several tensors may share (docs/memory_model.md,
+// "Gradients"); LowerBlock decides each buffer's life once, and the simulator
+// (over bytes) and the executor (over tensors) both follow the decision.
+enum class GradKind {
+  kNew,          // a new buffer holds it
+  kAlias,        // it is the output's gradient buffer itself (add, clone,
+                 // cat/stack slice)
+  kAddInPlace,   // added into the input's live buffer, which nobody shares
+  kAddToNew,     // the live buffer is shared: the sum goes to a new buffer
+                 // and the input drops its reference to the old one
+  kAddToShared,  // a shared input: added into the step's buffer for it
+  kNewSlice,     // the op reads a slice: a slice-sized buffer, held until
+                 // the slices are joined (GradJoin)
+  kAliasSlice,   // a slice gradient that is a view of the output's buffer
+};
+
+struct GradInput {
+  int input = 0;  // position in the op's inputs
+  GradKind kind = GradKind::kNew;
+  int64_t alloc_bytes = 0;    // the new buffer (kNew, kAddToNew, kNewSlice)
+  // The op's fresh result while it runs, when it is added into a buffer
+  // rather than becoming one (0 when it is the output's gradient itself).
+  int64_t scratch_bytes = 0;
+};
+
+// Autograd joining the gradients of a tensor's slices into one gradient of
+// the whole tensor: a buffer of whole_bytes is allocated and, at that moment,
+// live beside the slices; then the slice buffers listed are freed.
+struct GradJoin {
+  int tensor = 0;
+  int64_t whole_bytes = 0;
+  std::vector<int64_t> freed_slice_bytes;  // one entry per buffer freed
+  // A whole-tensor reader had already made a gradient of all of the tensor:
+  // the joined one is added into it in place and its buffer freed.
+  bool whole_was_live = false;
+};
+
+// Entries [begin, end) of one of BlockSchedule's gradient lists: the lists
+// are flat, one per schedule, so that lowering allocates per block, not per
+// step (the solver lowers blocks in its inner loop).
+struct IndexRange {
+  int begin = 0;
+  int end = 0;
+};
+
 struct ScheduleStep {
   StepKind kind = StepKind::kForward;
   int op = 0;
   std::vector<int> free_after;  // activation tensor indices freed after it
+  // Backward steps only (kActivationGrads; the op's parameter gradients are
+  // its param_bytes). Before the op: its outputs' slice gradients joined
+  // (BlockSchedule::grad_joins). Its inputs' gradients, inputs that take
+  // none not listed (BlockSchedule::input_grads). After the op: the tensors
+  // (its outputs) whose gradient reference is dropped
+  // (BlockSchedule::grad_drops), and the bytes of each buffer that frees
+  // (BlockSchedule::grad_frees; a buffer an alias still holds is not freed).
+  IndexRange grad_joins;
+  IndexRange input_grads;
+  IndexRange grad_drops;
+  IndexRange grad_frees;
 };
 
 struct BlockSchedule {
@@ -70,7 +130,23 @@ struct BlockSchedule {
   // would free that storage (the next block as its carried input, or the
   // head) must not.
   bool holds_output = false;
+  // The backward steps' gradient lists (ScheduleStep's ranges index them).
+  std::vector<GradJoin> grad_joins;
+  std::vector<GradInput> input_grads;
+  std::vector<int> grad_drops;
+  std::vector<int64_t> grad_frees;
+  // After the last backward step: the carried input's slice gradients
+  // joined (at most one entry of grad_joins). The block output's gradient
+  // is live when the backward starts; the carried input's is left live for
+  // the block before.
+  IndexRange final_grad_joins;
 };
+
+// The entries of `list` in `range`.
+template <typename T>
+std::span<const T> Entries(const std::vector<T>& list, IndexRange range) {
+  return std::span<const T>(list).subspan(range.begin, range.end - range.begin);
+}
 
 // What a save mask keeps and recomputes, by the rules LowerBlock applies,
 // without building the schedule: cheap enough to screen many masks.

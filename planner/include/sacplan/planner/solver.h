@@ -58,8 +58,27 @@ class Solver {
   // repeated plans dropped; sorted by ascending peak. points >= 2.
   std::vector<SolvedPlan> Frontier(int points) const;
 
-  struct BlockClass;     // blocks sharing a structure share candidates
-  struct StepConstants;  // plan-independent memory at each moment
+  struct BlockClass;  // blocks sharing a structure share candidates
+
+  // Memory that is live whatever the plan at the moments the chain DP
+  // checks, in bytes; the DP adds P_j (the kept bytes of the blocks before
+  // block j) and a block's BlockCost. Read from the phases SimulateStep runs
+  // around its blocks (setup, head, embeddings' backward, optimizer), on
+  // blocks that keep nothing (docs/memory_model.md#solver).
+  struct StepConstants {
+    int64_t forward_base = 0;            // + P_j + forward peak of block j
+    std::vector<int64_t> fsdp_forward;   // per block: added to forward_base
+    std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
+    // FSDP's moments around block j (0 without FSDP), per block: its gather
+    // before forward (+ P_j), before backward (+ P_j + its kept bytes), and
+    // its reduce-scatter (+ P_j).
+    std::vector<int64_t> forward_gather_base;
+    std::vector<int64_t> backward_gather_base;
+    std::vector<int64_t> reduce_scatter_base;
+    int64_t head_base = 0;               // + P_L (every block's kept bytes)
+    int64_t plan_independent_peak = 0;   // setup, embeddings' backward, optimizer
+  };
+  const StepConstants& constants() const { return *constants_; }
 
  private:
   Solver() = default;

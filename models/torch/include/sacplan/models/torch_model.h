@@ -54,8 +54,10 @@ struct OpSaved {
 struct OpGrads {
   // Gradient per input, Op::inputs order, in the input's dtype and shape;
   // undefined where the input takes no gradient (TensorInfo::requires_grad
-  // false, e.g. "freqs"). Fresh tensors: none aliases a grad_output or
-  // another input's gradient, so the caller may accumulate into them.
+  // false, e.g. "freqs"). Fresh tensors, except where autograd passes the
+  // gradient through: an "add" returns its grad_output itself for each input
+  // of the output's dtype (so two inputs' gradients may share it). The
+  // caller must not accumulate in place into a gradient another one shares.
   std::vector<at::Tensor> inputs;
   // Gradient per parameter, TorchOp::Params() order, in the parameter's
   // dtype and shape. Freshly allocated: the caller owns them.

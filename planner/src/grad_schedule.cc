@@ -1,0 +1,173 @@
+#include "grad_schedule.h"
+
+#include <utility>
+#include <vector>
+
+namespace sacplan {
+namespace {
+
+// Activation gradients as buffers that several tensors may share: an add's
+// backward hands its output's gradient to its same-sized inputs without a
+// copy, as autograd does, and a cat's hands each input a view of its
+// slice. A buffer is freed when its last holder lets go. A tensor read in
+// slices also holds each slice's gradient until they are joined.
+class GradBuffers {
+ public:
+  explicit GradBuffers(int tensor_count)
+      : buffer_of_(tensor_count, -1), slices_of_(tensor_count) {
+    refs_.reserve(tensor_count);
+    bytes_.reserve(tensor_count);
+  }
+  bool live(int t) const { return buffer_of_[t] >= 0; }
+  bool shared(int t) const { return refs_[buffer_of_[t]] > 1; }
+  bool has_slices(int t) const { return !slices_of_[t].empty(); }
+  // t's gradient is a new buffer (or one the block after allocated).
+  void Adopt(int t, int64_t bytes) { buffer_of_[t] = NewBuffer(bytes); }
+  void Alias(int t, int from) { buffer_of_[t] = Ref(buffer_of_[from]); }
+  // The gradient of a slice of t: a new buffer, or a view of from's gradient.
+  void AdoptSlice(int t, int64_t bytes) { slices_of_[t].push_back(NewBuffer(bytes)); }
+  void AliasSlice(int t, int from) { slices_of_[t].push_back(Ref(buffer_of_[from])); }
+  // Drops t's reference; returns the bytes freed (0 while others hold it).
+  int64_t Release(int t) { return Unref(std::exchange(buffer_of_[t], -1)); }
+  // Drops the references of t's slices; returns the bytes of each buffer
+  // this frees (one free per allocation, as the allocation trace needs).
+  std::vector<int64_t> ReleaseSlices(int t) {
+    std::vector<int64_t> freed_bytes;
+    for (int b : slices_of_[t]) {
+      if (const int64_t bytes = Unref(b); bytes > 0) freed_bytes.push_back(bytes);
+    }
+    slices_of_[t].clear();
+    return freed_bytes;
+  }
+
+ private:
+  int NewBuffer(int64_t bytes) {
+    refs_.push_back(1);
+    bytes_.push_back(bytes);
+    return static_cast<int>(refs_.size()) - 1;
+  }
+  int Ref(int b) {
+    refs_[b] += 1;
+    return b;
+  }
+  int64_t Unref(int b) { return --refs_[b] == 0 ? bytes_[b] : 0; }
+
+  std::vector<int> buffer_of_;
+  std::vector<std::vector<int>> slices_of_;
+  std::vector<int> refs_;
+  std::vector<int64_t> bytes_;
+};
+
+// Autograd joins the gradients of t's slices into one gradient of the whole
+// tensor (the backward of the split or slicing view) once every reader's
+// backward has run, which the schedule places before the backward of t's
+// producer (or after the last step for the carried input). A gradient of all
+// of t that a whole-tensor reader made takes the joined one in place.
+void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
+                std::vector<GradJoin>& joins, IndexRange& range) {
+  range.end = static_cast<int>(joins.size());
+  if (!grads.has_slices(t)) return;
+  GradJoin join;
+  join.tensor = t;
+  join.whole_bytes = block.tensors[t].bytes;
+  join.freed_slice_bytes = grads.ReleaseSlices(t);
+  join.whole_was_live = grads.live(t);
+  if (!join.whole_was_live) grads.Adopt(t, join.whole_bytes);
+  joins.push_back(std::move(join));
+  range.end += 1;
+}
+
+int Size(const auto& list) { return static_cast<int>(list.size()); }
+
+// One op's backward. An input gradient the op produces is a new buffer, an
+// alias (a pass-through add or clone, a cat's slice), or is added into the
+// live one: in place when nobody shares it (the op's fresh result is
+// scratch while it runs), into a new buffer otherwise. Shared inputs'
+// gradients accumulate in place into buffers the step allocated once. The
+// gradient of an input read in slices is a slice-sized buffer of its own.
+void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
+                       ScheduleStep& step, BlockSchedule& schedule) {
+  const OpNode& op = block.ops[step.op];
+  step.grad_joins = {Size(schedule.grad_joins), Size(schedule.grad_joins)};
+  for (int out : op.outputs) {
+    JoinSlices(block, grads, out, schedule.grad_joins, step.grad_joins);
+  }
+  step.input_grads.begin = Size(schedule.input_grads);
+  const int pass_from =
+      (op.passes_grad_through || op.splits_grad) && grads.live(op.outputs[0])
+          ? op.outputs[0]
+          : -1;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const int in = op.inputs[i];
+    const TensorNode& node = block.tensors[in];
+    if (!node.requires_grad) continue;
+    const int64_t grad_bytes = op.input_grad_bytes[i];
+    const bool alias = pass_from >= 0 &&
+                       (op.splits_grad || grad_bytes == block.tensors[pass_from].bytes);
+    const int64_t scratch_bytes = alias ? 0 : grad_bytes;
+    GradInput grad{static_cast<int>(i), GradKind::kNew, 0, 0};
+    if (node.shared_input) {
+      grad.kind = GradKind::kAddToShared;
+      grad.scratch_bytes = scratch_bytes;
+    } else if (grad_bytes < node.bytes) {
+      if (alias) {
+        grads.AliasSlice(in, pass_from);
+        grad.kind = GradKind::kAliasSlice;
+      } else {
+        grads.AdoptSlice(in, grad_bytes);
+        grad.kind = GradKind::kNewSlice;
+        grad.alloc_bytes = grad_bytes;
+      }
+    } else if (!grads.live(in)) {
+      if (alias) {
+        grads.Alias(in, pass_from);
+        grad.kind = GradKind::kAlias;
+      } else {
+        grads.Adopt(in, node.bytes);
+        grad.alloc_bytes = node.bytes;
+      }
+    } else if (grads.shared(in)) {
+      // The old buffer stays with whoever else holds it: nothing is freed.
+      grads.Release(in);
+      grads.Adopt(in, node.bytes);
+      grad.kind = GradKind::kAddToNew;
+      grad.alloc_bytes = node.bytes;
+      grad.scratch_bytes = scratch_bytes;
+    } else {
+      grad.kind = GradKind::kAddInPlace;
+      grad.scratch_bytes = scratch_bytes;
+    }
+    schedule.input_grads.push_back(grad);
+  }
+  step.input_grads.end = Size(schedule.input_grads);
+  step.grad_drops.begin = Size(schedule.grad_drops);
+  step.grad_frees.begin = Size(schedule.grad_frees);
+  for (int out : op.outputs) {
+    if (!grads.live(out)) continue;
+    schedule.grad_drops.push_back(out);
+    if (const int64_t freed = grads.Release(out); freed > 0) {
+      schedule.grad_frees.push_back(freed);
+    }
+  }
+  step.grad_drops.end = Size(schedule.grad_drops);
+  step.grad_frees.end = Size(schedule.grad_frees);
+}
+
+}  // namespace
+
+void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
+  GradBuffers grads(static_cast<int>(block.tensors.size()));
+  grads.Adopt(block.output, block.tensors[block.output].bytes);
+  schedule.input_grads.reserve(2 * block.ops.size());
+  schedule.grad_drops.reserve(block.ops.size());
+  schedule.grad_frees.reserve(block.ops.size());
+  for (ScheduleStep& step : schedule.backward) {
+    if (step.kind == StepKind::kBackward) LowerBackwardStep(block, grads, step, schedule);
+  }
+  const int joins = Size(schedule.grad_joins);
+  schedule.final_grad_joins = {joins, joins};
+  JoinSlices(block, grads, block.carried_input, schedule.grad_joins,
+             schedule.final_grad_joins);
+}
+
+}  // namespace sacplan

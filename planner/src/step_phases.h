@@ -1,0 +1,45 @@
+// Internal to sacplan_planner: the parts of a training step outside the
+// blocks, over a MemoryTracker. SimulateStep runs them around its blocks and
+// the solver runs them around blocks that keep nothing to read its
+// plan-independent constants, so the two share one accounting of them.
+#ifndef SACPLAN_PLANNER_SRC_STEP_PHASES_H_
+#define SACPLAN_PLANNER_SRC_STEP_PHASES_H_
+
+#include "sacplan/planner/memory_tracker.h"
+#include "sacplan/planner/simulator.h"
+
+namespace sacplan {
+
+// `model`, `tracker` and `clock_ms` must outlive the phases; each phase
+// advances clock_ms by its time and marks its moments.
+class StepPhases {
+ public:
+  StepPhases(const AnalyzedModel& model, MemoryTracker& tracker, double& clock_ms)
+      : model_(model), tracker_(tracker), clock_ms_(clock_ms) {}
+
+  // Parameters and optimizer state, the shared inputs, the embeddings'
+  // output (kept: the first block's carried input), what the embeddings
+  // save for their backward and, under FSDP, the root's unsharded
+  // parameters (both live until the embeddings' backward).
+  void Setup();
+  // Head and loss, forward then backward; what only the head's forward
+  // holds (FixedMemory::head_fwd_only_bytes) is freed before its backward. Expects the last block's output
+  // live (kept). Leaves its gradient and the shared inputs' gradients live,
+  // and the non-block parameter gradients; frees the output unless the last
+  // block holds it (BlockSchedule::holds_output).
+  void Head(bool last_block_holds_output);
+  // Expects the first block's carried input's gradient live: the embeddings'
+  // backward turns it and the shared inputs' gradients into their
+  // parameters' gradients, and frees what they saved.
+  void EmbeddingBackward();
+  void Optimizer();
+
+ private:
+  const AnalyzedModel& model_;
+  MemoryTracker& tracker_;
+  double& clock_ms_;
+};
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_SRC_STEP_PHASES_H_

@@ -1,0 +1,96 @@
+// The gradient buffers LowerBlock puts in a block's backward steps, worked
+// out by hand from autograd's rules (an add hands its output's gradient to
+// each input of its size; a fresh gradient is added in place into a buffer
+// nobody shares, into a new buffer otherwise; a buffer dies with its last
+// holder).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sacplan/planner/block_analysis.h"
+#include "sacplan/planner/schedule.h"
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+using testing::MakeOp;
+using testing::Tensor;
+
+const ScheduleStep& BackwardOf(const BlockAnalysis& block, const BlockSchedule& schedule,
+                               const std::string& op) {
+  for (const ScheduleStep& step : schedule.backward) {
+    if (step.kind == StepKind::kBackward && block.op_ids[step.op] == op) return step;
+  }
+  ADD_FAILURE() << "no backward step for " << op;
+  return schedule.backward.front();
+}
+
+std::vector<GradInput> InputGrads(const BlockSchedule& s, const ScheduleStep& step) {
+  const auto entries = Entries(s.input_grads, step.input_grads);
+  return {entries.begin(), entries.end()};
+}
+std::vector<int> Drops(const BlockSchedule& s, const ScheduleStep& step) {
+  const auto entries = Entries(s.grad_drops, step.grad_drops);
+  return {entries.begin(), entries.end()};
+}
+std::vector<int64_t> Frees(const BlockSchedule& s, const ScheduleStep& step) {
+  const auto entries = Entries(s.grad_frees, step.grad_frees);
+  return {entries.begin(), entries.end()};
+}
+
+TEST(GradScheduleTest, ResidualAddAliasesItsSameSizedInputAndTheSumFreesTheRest) {
+  // x (200) -> fc (400) -> act (400); add(x, act.out) -> 200.
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0, 100));
+  const BlockSchedule schedule =
+      LowerBlock(block, SaveMask(block.ops.size(), true), Semantics::kSacplan);
+
+  const ScheduleStep& add = BackwardOf(block, schedule, "add");
+  ASSERT_EQ(InputGrads(schedule, add).size(), 2u);
+  EXPECT_EQ(InputGrads(schedule, add)[0].kind, GradKind::kAlias);  // x: the output's size
+  EXPECT_EQ(InputGrads(schedule, add)[0].alloc_bytes, 0);
+  EXPECT_EQ(InputGrads(schedule, add)[1].kind, GradKind::kNew);    // act.out: larger
+  EXPECT_EQ(InputGrads(schedule, add)[1].alloc_bytes, 400);
+  EXPECT_EQ(Drops(schedule, add), std::vector<int>{block.output});
+  EXPECT_TRUE(Frees(schedule, add).empty());  // x still holds the buffer
+
+  const ScheduleStep& act = BackwardOf(block, schedule, "act");
+  EXPECT_EQ(InputGrads(schedule, act).at(0).kind, GradKind::kNew);
+  EXPECT_EQ(Frees(schedule, act), std::vector<int64_t>{400});  // act.out's gradient
+
+  // x's gradient (the former output's buffer) is x's alone by now.
+  const ScheduleStep& fc = BackwardOf(block, schedule, "fc");
+  EXPECT_EQ(InputGrads(schedule, fc).at(0).kind, GradKind::kAddInPlace);
+  EXPECT_EQ(InputGrads(schedule, fc).at(0).scratch_bytes, 200);
+  EXPECT_EQ(Frees(schedule, fc), std::vector<int64_t>{400});
+  EXPECT_TRUE(Entries(schedule.grad_joins, schedule.final_grad_joins).empty());
+}
+
+TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {
+  // y = lin(x); out = x + y, all 100 bytes: the add hands both x and y its
+  // output's gradient, so lin's gradient for x cannot go into it in place.
+  Block b;
+  b.index = 0;
+  b.inputs.push_back({Tensor("x", 100), InputKind::kCarried});
+  b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("y", 100)}, {"x"}, 1, 1));
+  b.ops.push_back(MakeOp("add", "add", {"x", "y"}, {Tensor("out", 100)}, {}, 1, 1));
+  b.output = "out";
+  const BlockAnalysis block = *AnalyzeBlock(b);
+  const BlockSchedule schedule =
+      LowerBlock(block, SaveMask(block.ops.size(), true), Semantics::kSacplan);
+
+  const ScheduleStep& add = BackwardOf(block, schedule, "add");
+  EXPECT_EQ(InputGrads(schedule, add).at(0).kind, GradKind::kAlias);
+  EXPECT_EQ(InputGrads(schedule, add).at(1).kind, GradKind::kAlias);
+  EXPECT_TRUE(Frees(schedule, add).empty());
+
+  const ScheduleStep& lin = BackwardOf(block, schedule, "lin");
+  EXPECT_EQ(InputGrads(schedule, lin).at(0).kind, GradKind::kAddToNew);
+  EXPECT_EQ(InputGrads(schedule, lin).at(0).alloc_bytes, 100);
+  EXPECT_EQ(InputGrads(schedule, lin).at(0).scratch_bytes, 100);
+  // Dropping y's reference frees the add's buffer: x moved to the new one.
+  EXPECT_EQ(Frees(schedule, lin), std::vector<int64_t>{100});
+}
+
+}  // namespace
+}  // namespace sacplan
