@@ -10,15 +10,13 @@ without a plan. See fsdp_worker.py for the math and the two orders
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import fsdp_worker as worker
+from torchrun import torchrun
 
 WORKER = Path(__file__).with_name("fsdp_worker.py")
 TIMEOUT_S = 240
@@ -36,17 +34,7 @@ def _close(actual, expected, what):
 @pytest.fixture(scope="module")
 def results(tmp_path_factory, free_port):
     out = tmp_path_factory.mktemp("fsdp") / "results.pt"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port), str(WORKER), str(out)]
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
-    if proc.returncode != 0:
-        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
-                 if l.startswith("[rank") or "Error" in l]
-        pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(lines[-60:]))
+    torchrun(WORKER, 2, [out], free_port, TIMEOUT_S)
     return torch.load(out, weights_only=True)
 
 

@@ -5,15 +5,13 @@ collective in backward. ulysses_worker.py runs the ranks (torchrun, gloo)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import ulysses_worker as worker
+from torchrun import torchrun
 
 WORKER = Path(__file__).with_name("ulysses_worker.py")
 TIMEOUT_S = 300
@@ -22,26 +20,15 @@ TIMEOUT_S = 300
 LAYOUTS = [(2, 2), (4, 2)]
 
 
-def torchrun(world: int, args, port: int) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world),
-           "--master_addr", "127.0.0.1", "--master_port", str(port), str(WORKER),
-           *map(str, args)]
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
-    if proc.returncode != 0:
-        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
-                 if l.startswith("[rank") or "Error" in l]
-        pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(lines[-60:]))
+def run_worker(world: int, args, port: int) -> None:
+    torchrun(WORKER, world, args, port, TIMEOUT_S)
 
 
 @pytest.fixture(scope="module", params=LAYOUTS, ids=lambda l: f"world{l[0]}-sp{l[1]}")
 def layout(request, tmp_path_factory, free_port):
     world, sp = request.param
     out = tmp_path_factory.mktemp(f"ulysses{world}") / "parity.pt"
-    torchrun(world, ["parity", sp, out], free_port + world)
+    run_worker(world, ["parity", sp, out], free_port + world)
     return world, sp, torch.load(out, weights_only=True)
 
 
@@ -115,7 +102,7 @@ def test_measured_peak_per_rank_matches_prediction(size, world, sp, tmp_path, fr
     measured peak is within 3% of `sacplan simulate` on its own profile."""
     from sacplan_cli import sacplan_binary
 
-    torchrun(world, ["memory", sp, size, tmp_path, sacplan_binary()],
+    run_worker(world, ["memory", sp, size, tmp_path, sacplan_binary()],
              free_port + 10 + world + (0 if size == "small" else 20))
     rows = {}
     for rank in range(world):
