@@ -105,9 +105,9 @@ TEST_P(AnyConfigPredictionTest, PeakWithinOnePercentAndStepTimeWithinTenPercent)
         auto optimal =
             solver.Solve((solver.MinPeakBytes() + solver.MaxUsefulPeakBytes()) / 2);
         ASSERT_TRUE(optimal.ok()) << optimal.status();
-        cases.push_back({"none", semantics, *PresetMasks(analyzed, "none")});
-        cases.push_back({"full", semantics, *PresetMasks(analyzed, "full")});
-        cases.push_back({"optimal", semantics, optimal->masks});
+        cases.push_back({"none", semantics, *PresetMasks(analyzed, "none"), {}, {}, {}});
+        cases.push_back({"full", semantics, *PresetMasks(analyzed, "full"), {}, {}, {}});
+        cases.push_back({"optimal", semantics, optimal->masks, {}, {}, {}});
       }
     }
     bool all_within = true;
