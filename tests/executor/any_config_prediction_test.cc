@@ -38,8 +38,9 @@ constexpr int kStepsPerRound = 5;
 // CPU clock: the time check gathers up to this many rounds (a profile and
 // steps of every plan) while a median is outside the tolerance, and
 // compares the median prediction with the median step (a wrong prediction
-// stays outside however many).
-constexpr int kMaxRounds = 5;
+// stays outside however many). Five were too few once: a fresh CI run
+// ended WanLongText's torch-sac full and optimal at -10.9% and -13.5%.
+constexpr int kMaxRounds = 10;
 
 std::vector<ModelCase> UnnamedCases() {
   return {
