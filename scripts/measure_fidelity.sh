@@ -4,10 +4,11 @@
 # (budget midway between their peaks) under both semantics, train each with
 # `sacplan train --threads 1` and print predicted against measured peak and
 # step time as a Markdown table (README, "Measured error on CPU").
-# Usage: scripts/measure_fidelity.sh [BUILD_DIR (default build)] [STEPS (default 8)]
+# Usage: scripts/measure_fidelity.sh [BUILD_DIR (default build)] [STEPS (default 8)] [REPEATS (default 5)]
 set -euo pipefail
 build=${1:-build}
 steps=${2:-8}
+repeats=${3:-5}
 sacplan="$build/cli/sacplan"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,7 +29,7 @@ for entry in "${configs[@]}"; do
   name=${entry%%|*}
   read -r -a flags <<< "${entry#*|}"
   profile="$work/$name.profile.json"
-  "$sacplan" profile "${flags[@]}" --device cpu --threads 1 --clock cpu -o "$profile" > /dev/null
+  "$sacplan" profile "${flags[@]}" --device cpu --threads 1 --clock cpu --repeats "$repeats" -o "$profile" > /dev/null
   for semantics in sacplan torch-sac; do
     base="$work/$name.$semantics"
     "$sacplan" plan --profile "$profile" --preset none --semantics "$semantics" -o "$base.none.json" > /dev/null

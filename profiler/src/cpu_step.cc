@@ -36,37 +36,43 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
   ASSIGN_OR_RETURN(std::unique_ptr<PlanExecutor> executor,
                    PlanExecutor::Create(model, std::move(masks), Semantics::kSacplan));
   // The first steps create the optimizer's state and grow the heap: as
-  // many untimed as the op measurements, and at least one.
+  // many untimed as the op measurements, and at least one. Then timed steps
+  // alternate: odd ones read the clocks around every op, even ones time the
+  // whole step alone (reading the clocks costs a step time of its own: the
+  // CPU clock is a system call, which a training step does not pay).
+  // Alternating, both see the same load on a shared machine, so the
+  // difference between them, the step's overhead, does not swing with it.
   const int skipped = std::max(1, options.warmup);
   int step = 0;
-  // Per (op, kind): its times in every block of every timed step.
+  const auto observed = [&](int s) { return s >= skipped && (s - skipped) % 2 == 0; };
+  // Per (op, kind): its times in every block of every observed step.
   std::map<std::pair<int, StepKind>, std::vector<double>> op_ms;
   const bool cpu_clock = options.clock == HostClock::kProcessCpu;
-  executor->set_op_observer([&](const OpTiming& t) {
-    if (step >= skipped) op_ms[{t.op, t.kind}].push_back(cpu_clock ? t.cpu_ms : t.ms);
-  });
+  const OpObserver record_op = [&](const OpTiming& t) {
+    op_ms[{t.op, t.kind}].push_back(cpu_clock ? t.cpu_ms : t.ms);
+  };
   TrainOptions train;
-  train.steps = skipped + options.repeats;
+  train.steps = skipped + 2 * options.repeats;
   train.seed = options.seed;
-  train.on_step = [&](const StepRecord&) { ++step; };
-  // Then the same steps unobserved, for the step time: reading the clocks
-  // around every op costs a step time of its own (the CPU clock is a
-  // system call), which a training step does not pay.
+  train.on_step = [&](const StepRecord&) {
+    ++step;
+    executor->set_op_observer(observed(step) ? record_op : OpObserver{});
+  };
   absl::StatusOr<TrainResult> result;
   try {
-    RETURN_IF_ERROR(Train(model, *executor, meter, train).status());
-    executor->set_op_observer({});
-    train.on_step = {};
     result = Train(model, *executor, meter, train);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     return absl::InternalError(
         absl::StrCat("whole training step: ", what.substr(0, what.find('\n'))));
   }
+  executor->set_op_observer({});
   RETURN_IF_ERROR(result.status());
   std::vector<double> step_ms;
   for (const StepRecord& r : result->steps) {
-    if (r.step >= skipped) step_ms.push_back(cpu_clock ? r.cpu_ms : r.step_ms);
+    if (r.step >= skipped && !observed(r.step)) {
+      step_ms.push_back(cpu_clock ? r.cpu_ms : r.step_ms);
+    }
   }
 
   // The profile's blocks share one structure; each op gets its median.

@@ -13,6 +13,10 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace sacplan {
 namespace {
 
@@ -35,6 +39,23 @@ TEST(CpuMemoryMeterTest, InstallIsIdempotent) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ((*second)->Read().allocated_bytes, CpuMeter().Read().allocated_bytes);
 }
+
+#if defined(__GLIBC__)
+// Once installed, an activation-sized tensor comes from the heap rather
+// than a fresh mapping, and freeing it keeps the memory in the process, as
+// the CUDA caching allocator keeps its segments.
+TEST(CpuMemoryMeterTest, KeepsFreedActivationsInTheProcess) {
+  CpuMeter();
+  const struct mallinfo2 before = mallinfo2();
+  std::optional<at::Tensor> t = at::empty({4 << 20}, at::kByte);  // 4 MiB
+  const struct mallinfo2 held = mallinfo2();
+  EXPECT_EQ(held.hblkhd, before.hblkhd) << "the tensor was mapped on its own";
+  t.reset();
+  const struct mallinfo2 after = mallinfo2();
+  EXPECT_GE(after.arena, held.arena) << "the heap was trimmed";
+  EXPECT_GE(after.fordblks - before.fordblks, size_t{4} << 20);
+}
+#endif
 
 TEST(CpuMemoryMeterTest, TensorRaisesAndLowersByExactlyItsBytes) {
   MemoryMeter& meter = CpuMeter();

@@ -10,6 +10,10 @@
 // overhead), from the moment it is installed: storages allocated before are
 // never counted, and freeing them does not lower the count. There is one
 // counter per process, so every CPU meter reads and resets the same numbers.
+// Installing it also makes glibc's malloc keep freed memory in the process
+// (no separate mappings below 32 MiB, no trimming), as the CUDA caching
+// allocator does, so that step times do not include page faults a GPU step
+// never pays.
 //
 // CUDA: c10::cuda::CUDACachingAllocator::getDeviceStats, aggregate pool:
 // allocated bytes are what live tensors hold (rounded up to the caching

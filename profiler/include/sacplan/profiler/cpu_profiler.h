@@ -9,11 +9,12 @@
 //   given only the tensors the graph's backward_needs names, and random
 //   output gradients), each `repeats` runs after `warmup` runs, for the
 //   workspaces below;
-// - whole training steps (max(1, warmup) + repeats) of the model under the
-//   `none` plan with the executor: every op's fwd_ms and bwd_ms is its
-//   median time inside those steps (cold caches, a fragmented heap), and
-//   fixed.step_overhead_ms what a step spends beyond the ops, the head and
-//   the optimizer;
+// - whole training steps of the model under the `none` plan with the
+//   executor, max(1, warmup) untimed and then 2 * repeats alternating
+//   between timing every op and timing the step alone: every op's fwd_ms
+//   and bwd_ms is its median time inside those steps (cold caches, a
+//   fragmented heap), and fixed.step_overhead_ms what the median step timed
+//   alone spends beyond the ops, the head and the optimizer;
 // - embedding_saved_bytes: what the embeddings' autograd graph holds;
 // - workspace_bytes: the most bytes allocated during Forward beyond what was
 //   held before it and its outputs; bwd_workspace_bytes: the same during
