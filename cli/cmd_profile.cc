@@ -19,6 +19,7 @@
 #include "sacplan/profiler/calibration.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
+#include "sacplan/status_macros.h"
 #ifdef SACPLAN_HAVE_CPU_PROFILER
 #include "sacplan/profiler/cpu_profiler.h"
 #include "sacplan/profiler/cuda_profiler.h"
@@ -44,20 +45,7 @@ struct ProfileFlags {
 // The parallel flags' rules, in the flags' own words, then whether the model
 // splits that way (sp must divide its heads and tokens).
 absl::Status CheckParallelFlags(const ParallelConfig& p, const ModelConfig& config) {
-  if (p.sp > p.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sp ", p.sp, " is more than --world-size ", p.world_size,
-        ": a sequence-parallel group is made of ranks of the job"));
-  }
-  if (p.world_size % p.sp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sp ", p.sp, " does not divide --world-size ", p.world_size,
-        ": the job is made of whole sequence-parallel groups"));
-  }
-  if (p.fsdp && p.world_size < 2) {
-    return absl::InvalidArgumentError(
-        "--fsdp needs --world-size 2 or more: on one rank FSDP has no one to shard with");
-  }
+  RETURN_IF_ERROR(ValidateParallelConfig(p, {"--world-size", "--sp", "--fsdp"}));
   absl::Status split = ValidateParallelFor(config, p);
   if (!split.ok()) return absl::InvalidArgumentError(absl::StrCat("--", split.message()));
   return absl::OkStatus();

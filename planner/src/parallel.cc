@@ -18,22 +18,25 @@ std::string DescribeRanks(const ParallelConfig& p) {
   return absl::StrCat("per rank of ", p.world_size, " (", how, ")");
 }
 
-absl::Status ValidateParallelConfig(const ParallelConfig& p) {
+absl::Status ValidateParallelConfig(const ParallelConfig& p, const ParallelFieldNames& names) {
   if (p.world_size < 1 || p.world_size > kMaxWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "parallel.world_size: must be in [1, ", kMaxWorldSize, "], got ", p.world_size));
+        names.world_size, ": must be in [1, ", kMaxWorldSize, "], got ", p.world_size));
   }
   if (p.sp < 1 || p.sp > p.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parallel.sp: must be in [1, world_size (", p.world_size, ")], got ", p.sp));
+    return absl::InvalidArgumentError(
+        absl::StrCat(names.sp, ": must be in [1, ", names.world_size, " (", p.world_size,
+                     ")], got ", p.sp, ": a sequence-parallel group is made of ranks of the job"));
   }
   if (p.world_size % p.sp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "parallel.sp: must divide world_size (", p.world_size, "), got ", p.sp));
+    return absl::InvalidArgumentError(
+        absl::StrCat(names.sp, ": must divide ", names.world_size, " (", p.world_size,
+                     "), got ", p.sp, ": the job is made of whole sequence-parallel groups"));
   }
   if (p.fsdp && p.world_size < 2) {
-    return absl::InvalidArgumentError(
-        "parallel.fsdp: needs world_size >= 2 (FSDP on one rank shards nothing)");
+    return absl::InvalidArgumentError(absl::StrCat(
+        names.fsdp, ": needs ", names.world_size,
+        " 2 or more (FSDP on one rank has no one to shard with)"));
   }
   return absl::OkStatus();
 }

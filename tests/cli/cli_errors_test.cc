@@ -500,10 +500,10 @@ TEST_F(CliErrors, ParallelFlagsThatCannotSplitTheJobOrTheModel) {
   ExpectRejectedWithOutput(with({"--tokens", "75604", "--world-size", "8", "--sp", "8"}),
                            "tokens (75604)");
   ExpectRejectedWithOutput(with({"--world-size", "4", "--sp", "8"}),
-                           "--sp 8 is more than --world-size 4");
+                           "--sp: must be in [1, --world-size (4)], got 8");
   ExpectRejectedWithOutput(with({"--world-size", "8", "--sp", "3"}),
-                           "--sp 3 does not divide --world-size 8");
-  ExpectRejectedWithOutput(with({"--fsdp"}), "--fsdp needs --world-size 2 or more");
+                           "--sp: must divide --world-size (8), got 3");
+  ExpectRejectedWithOutput(with({"--fsdp"}), "--fsdp: needs --world-size 2 or more");
   ExpectRejectedWithOutput(with({"--world-size", "1", "--fsdp"}), "--fsdp");
   ExpectRejectedWithOutput(with({"--world-size", "0"}), "--world-size");
   // LLaMA-3 8B has 8 KV heads: 16-way Ulysses cannot split them.

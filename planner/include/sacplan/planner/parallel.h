@@ -56,9 +56,18 @@ struct BlockFsdp {
 // words plan, compare, frontier and report print beside their figures.
 std::string DescribeRanks(const ParallelConfig& parallel);
 
+// What the errors below call the three settings: the profile's fields, or
+// a command line's flags ({"--world-size", "--sp", "--fsdp"}); static strings.
+struct ParallelFieldNames {
+  const char* world_size = "parallel.world_size";
+  const char* sp = "parallel.sp";
+  const char* fsdp = "parallel.fsdp";
+};
+
 // The rules on the fields, as InvalidArgument naming the field:
-// "parallel.sp: must be <= world_size (8), got 16".
-absl::Status ValidateParallelConfig(const ParallelConfig& parallel);
+// "parallel.sp: must be in [1, parallel.world_size (8)], got 16".
+absl::Status ValidateParallelConfig(const ParallelConfig& parallel,
+                                    const ParallelFieldNames& names = {});
 
 // Block `block`'s FSDP fields against the job: under FSDP
 // unsharded_param_bytes > 0, without it every field zero; bytes >= 0, times
