@@ -3,6 +3,7 @@
 // tokens on an h100 roofline profile.
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@ fs::path MakeProfile(const fs::path& dir, const std::vector<std::string>& model)
 struct Predicted {
   int64_t peak_bytes = 0;
   double step_ms = 0;
+  int64_t reserved_peak_bytes = 0;
 };
 
 Predicted PlanWith(const fs::path& dir, const fs::path& profile,
@@ -49,7 +51,8 @@ Predicted PlanWith(const fs::path& dir, const fs::path& profile,
   MustRun(args, dir);
   nlohmann::json doc = ReadJson(plan);
   return {doc.at("predicted").at("peak_bytes").get<int64_t>(),
-          doc.at("predicted").at("step_ms").get<double>()};
+          doc.at("predicted").at("step_ms").get<double>(),
+          doc.at("predicted").at("reserved_peak_bytes").get<int64_t>()};
 }
 
 TEST(CliEndToEnd, PlanThenSimulateJsonReproducesThePrediction) {
@@ -128,9 +131,10 @@ TEST(CliEndToEnd, CompareSaysWhenNoPlanFits) {
   EXPECT_NE(out.find("optimal       infeasible"), std::string::npos) << out;
 }
 
-// The peak column's unit follows the table's magnitude: a tiny model's
-// peaks in MB (not "0.02" GB on every row), Wan2.1-1.3B's in GB; the figure
-// in a row is the plan's own peak in that unit.
+// The peak columns' unit follows the table's magnitude: a tiny model's
+// peaks in MB (not "0.02" GB on every row), Wan2.1-1.3B's in GB; the
+// figures in a row are the plan's own allocated and reserved peaks in that
+// unit.
 TEST(CliEndToEnd, ComparePrintsPeaksInAUnitFittingTheirSize) {
   struct Case {
     std::vector<std::string> model;
@@ -156,10 +160,15 @@ TEST(CliEndToEnd, ComparePrintsPeaksInAUnitFittingTheirSize) {
          {std::pair<std::string, Predicted>{"none", none}, {"full", full}}) {
       const size_t row = out.find("\n" + name + " ");
       ASSERT_NE(row, std::string::npos) << out;
-      const double shown = std::stod(out.substr(row + 1 + name.size()));
+      std::istringstream line(out.substr(row + 1 + name.size()));
+      double shown_peak = 0, shown_reserved = 0;
+      line >> shown_peak >> shown_reserved;
       // Printed with two decimals.
-      EXPECT_NEAR(shown, predicted.peak_bytes / c.unit_bytes, 0.005 + 1e-9)
+      EXPECT_NEAR(shown_peak, predicted.peak_bytes / c.unit_bytes, 0.005 + 1e-9)
           << name << "\n" << out;
+      EXPECT_NEAR(shown_reserved, predicted.reserved_peak_bytes / c.unit_bytes, 0.005 + 1e-9)
+          << name << "\n" << out;
+      EXPECT_GT(predicted.reserved_peak_bytes, predicted.peak_bytes);
     }
   }
 }
