@@ -10,11 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "commands.h"
 #include "common.h"
-#include "sacplan/planner/presets.h"
 #include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/presets.h"
+#include "sacplan/planner/reserved_budget.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/solver.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
@@ -28,16 +31,28 @@ struct FrontierFlags {
   std::string output;
 };
 
-nlohmann::json PointToJson(const AnalyzedModel& model,
-                           const SolvedPlan& plan) {
+// A plan's figures as frontier.json gives them: allocated and reserved peak
+// (the caching-allocator replay plan does), step and recompute time.
+absl::StatusOr<nlohmann::json> FiguresToJson(const AnalyzedModel& model,
+                                             const std::vector<SaveMask>& masks,
+                                             Semantics semantics, const StepResult& result) {
+  ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, masks, semantics));
+  return nlohmann::json{{"peak_bytes", result.peak_bytes},
+                        {"reserved_peak_bytes", replay.reserved_peak_bytes},
+                        {"step_ms", result.step_ms},
+                        {"recompute_ms", result.recompute_ms}};
+}
+
+absl::StatusOr<nlohmann::json> PointToJson(const AnalyzedModel& model, const SolvedPlan& plan,
+                                           Semantics semantics) {
+  ASSIGN_OR_RETURN(nlohmann::json point,
+                   FiguresToJson(model, plan.masks, semantics, plan.result));
   nlohmann::json blocks = nlohmann::json::array();
   for (const BlockPlan& block : BlockPlansFromMasks(model, plan.masks)) {
     blocks.push_back({{"index", block.index}, {"save", block.save}});
   }
-  return {{"peak_bytes", plan.result.peak_bytes},
-          {"step_ms", plan.result.step_ms},
-          {"recompute_ms", plan.result.recompute_ms},
-          {"blocks", std::move(blocks)}};
+  point["blocks"] = std::move(blocks);
+  return point;
 }
 
 absl::Status RunFrontier(const FrontierFlags& flags) {
@@ -58,17 +73,16 @@ absl::Status RunFrontier(const FrontierFlags& flags) {
 
   nlohmann::json points = nlohmann::json::array();
   for (const SolvedPlan& plan : frontier) {
-    points.push_back(PointToJson(model, plan));
+    ASSIGN_OR_RETURN(nlohmann::json point, PointToJson(model, plan, *semantics));
+    points.push_back(std::move(point));
   }
   nlohmann::json presets = nlohmann::json::array();
   for (const std::string& name : ComparedPresetNames()) {
-    absl::StatusOr<StepResult> result =
-        SimulatePreset(model, name, *semantics, nullptr);
-    if (!result.ok()) return result.status();
-    presets.push_back({{"name", name},
-                       {"peak_bytes", result->peak_bytes},
-                       {"step_ms", result->step_ms},
-                       {"recompute_ms", result->recompute_ms}});
+    std::vector<SaveMask> masks;
+    ASSIGN_OR_RETURN(const StepResult result, SimulatePreset(model, name, *semantics, &masks));
+    ASSIGN_OR_RETURN(nlohmann::json preset, FiguresToJson(model, masks, *semantics, result));
+    preset["name"] = name;
+    presets.push_back(std::move(preset));
   }
   nlohmann::json doc = {
       {"schema", kFrontierSchema},

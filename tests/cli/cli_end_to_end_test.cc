@@ -296,6 +296,7 @@ TEST(CliEndToEnd, Wan13BOptimalBeatsAttnOnlyAndFullAtTheirPeaks) {
 }
 
 // For every preset, some frontier plan uses no more memory and is no slower.
+// Every figure carries its reserved peak, the one `plan` predicts for it.
 void ExpectFrontierDominatesPresets(const fs::path& dir, const fs::path& profile,
                                     const std::string& semantics) {
   fs::path frontier_path = dir / ("frontier_" + semantics + ".json");
@@ -306,6 +307,18 @@ void ExpectFrontierDominatesPresets(const fs::path& dir, const fs::path& profile
   ASSERT_EQ(frontier.at("schema"), "sacplan.frontier/1");
   ASSERT_FALSE(frontier.at("points").empty());
   ASSERT_FALSE(frontier.at("presets").empty());
+  for (const nlohmann::json& figures : {frontier.at("points"), frontier.at("presets")}) {
+    for (const nlohmann::json& f : figures) {
+      EXPECT_GT(f.at("reserved_peak_bytes").get<int64_t>(), f.at("peak_bytes").get<int64_t>());
+    }
+  }
+  const Predicted full = PlanWith(dir, profile, {"--preset", "full", "--semantics", semantics},
+                                  "full_" + semantics);
+  for (const nlohmann::json& preset : frontier.at("presets")) {
+    if (preset.at("name") == "full") {
+      EXPECT_EQ(preset.at("reserved_peak_bytes").get<int64_t>(), full.reserved_peak_bytes);
+    }
+  }
   for (const nlohmann::json& preset : frontier.at("presets")) {
     const int64_t peak = preset.at("peak_bytes").get<int64_t>();
     const double step = preset.at("step_ms").get<double>();
