@@ -56,51 +56,44 @@ absl::StatusOr<nlohmann::json> PointToJson(const AnalyzedModel& model, const Sol
 }
 
 absl::Status RunFrontier(const FrontierFlags& flags) {
-  if (absl::Status points = CheckPointsFlag(flags.points); !points.ok()) {
-    return points;
-  }
-  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
-  if (!semantics.ok()) return semantics.status();
-  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
-      LoadProfile(flags.profile);
-  if (!loaded.ok()) return loaded.status();
-  const AnalyzedModel& model = (*loaded)->analyzed;
+  RETURN_IF_ERROR(CheckPointsFlag(flags.points));
+  ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
+  const AnalyzedModel& model = loaded->analyzed;
 
-  absl::StatusOr<Solver> solver =
-      Solver::Create(model, SolverOptions{.semantics = *semantics});
-  if (!solver.ok()) return solver.status();
-  const std::vector<SolvedPlan> frontier = solver->Frontier(flags.points);
+  ASSIGN_OR_RETURN(const Solver solver,
+                   Solver::Create(model, SolverOptions{.semantics = semantics}));
+  const std::vector<SolvedPlan> frontier = solver.Frontier(flags.points);
 
   nlohmann::json points = nlohmann::json::array();
   for (const SolvedPlan& plan : frontier) {
-    ASSIGN_OR_RETURN(nlohmann::json point, PointToJson(model, plan, *semantics));
+    ASSIGN_OR_RETURN(nlohmann::json point, PointToJson(model, plan, semantics));
     points.push_back(std::move(point));
   }
   nlohmann::json presets = nlohmann::json::array();
   for (const std::string& name : ComparedPresetNames()) {
     std::vector<SaveMask> masks;
-    ASSIGN_OR_RETURN(const StepResult result, SimulatePreset(model, name, *semantics, &masks));
-    ASSIGN_OR_RETURN(nlohmann::json preset, FiguresToJson(model, masks, *semantics, result));
+    ASSIGN_OR_RETURN(const StepResult result, SimulatePreset(model, name, semantics, &masks));
+    ASSIGN_OR_RETURN(nlohmann::json preset, FiguresToJson(model, masks, semantics, result));
     preset["name"] = name;
     presets.push_back(std::move(preset));
   }
   nlohmann::json doc = {
       {"schema", kFrontierSchema},
-      {"model", (*loaded)->profile->model_name},
-      {"device", (*loaded)->profile->device},
-      {"semantics", SemanticsName(*semantics)},
+      {"model", loaded->profile->model_name},
+      {"device", loaded->profile->device},
+      {"semantics", SemanticsName(semantics)},
       {"points", std::move(points)},
       {"presets", std::move(presets)},
   };
   // Peaks and times are one rank's; say which job it belongs to.
-  if (const ParallelConfig& p = (*loaded)->profile->model.parallel; !p.single_rank()) {
+  if (const ParallelConfig& p = loaded->profile->model.parallel; !p.single_rank()) {
     doc["parallel"] = {{"world_size", p.world_size}, {"fsdp", p.fsdp}, {"sp", p.sp}};
   }
-  absl::Status written = WriteFileAtomically(flags.output, doc.dump(1) + "\n");
-  if (!written.ok()) return written;
+  RETURN_IF_ERROR(WriteFileAtomically(flags.output, doc.dump(1) + "\n"));
 
   std::cout << "frontier: " << frontier.size() << " plans"
-            << RanksNote((*loaded)->profile->model);
+            << RanksNote(loaded->profile->model);
   if (!frontier.empty()) {
     std::cout << " from " << FormatBytes(frontier.front().result.peak_bytes)
               << " / " << frontier.front().result.step_ms << " ms to "

@@ -14,6 +14,7 @@
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/reserved_budget.h"
 #include "sacplan/planner/solver.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
@@ -34,76 +35,61 @@ absl::Status RunPlan(const PlanFlags& flags) {
   }
   int64_t budget_bytes = 0;
   if (!flags.budget.empty()) {
-    absl::StatusOr<int64_t> parsed = ParseBudgetFlag(flags.budget);
-    if (!parsed.ok()) return parsed.status();
-    budget_bytes = *parsed;
+    ASSIGN_OR_RETURN(budget_bytes, ParseBudgetFlag(flags.budget));
   }
-  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
-  if (!semantics.ok()) return semantics.status();
-  absl::StatusOr<BudgetKind> budget_kind = ParseBudgetKind(flags.budget_kind);
-  if (!budget_kind.ok()) return budget_kind.status();
-  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
-      LoadProfile(flags.profile);
-  if (!loaded.ok()) return loaded.status();
-  const AnalyzedModel& model = (*loaded)->analyzed;
+  ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(const BudgetKind budget_kind, ParseBudgetKind(flags.budget_kind));
+  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
+  const AnalyzedModel& model = loaded->analyzed;
 
   std::vector<SaveMask> masks;
   StepResult result;
   std::optional<AllocatorStats> reserved;  // set when the solve replayed it
   std::string method;
   if (!flags.preset.empty()) {
-    absl::StatusOr<StepResult> simulated =
-        SimulatePreset(model, flags.preset, *semantics, &masks);
-    if (!simulated.ok()) return simulated.status();
-    result = *std::move(simulated);
+    ASSIGN_OR_RETURN(result, SimulatePreset(model, flags.preset, semantics, &masks));
     method = flags.preset;
   } else {
-    absl::StatusOr<Solver> solver =
-        Solver::Create(model, SolverOptions{.semantics = *semantics});
-    if (!solver.ok()) return solver.status();
-    if (*budget_kind == BudgetKind::kReserved) {
-      absl::StatusOr<ReservedSolve> solved =
-          SolveForReservedBudget(*solver, model, *semantics, budget_bytes);
-      if (!solved.ok()) return solved.status();
-      masks = std::move(solved->plan.masks);
-      result = std::move(solved->plan.result);
-      reserved = solved->allocator;
+    ASSIGN_OR_RETURN(const Solver solver,
+                     Solver::Create(model, SolverOptions{.semantics = semantics}));
+    if (budget_kind == BudgetKind::kReserved) {
+      ASSIGN_OR_RETURN(ReservedSolve solved,
+                       SolveForReservedBudget(solver, model, semantics, budget_bytes));
+      masks = std::move(solved.plan.masks);
+      result = std::move(solved.plan.result);
+      reserved = solved.allocator;
     } else {
-      absl::StatusOr<SolvedPlan> solved = solver->Solve(budget_bytes);
-      if (!solved.ok()) return solved.status();
-      masks = std::move(solved->masks);
-      result = std::move(solved->result);
+      ASSIGN_OR_RETURN(SolvedPlan solved, solver.Solve(budget_bytes));
+      masks = std::move(solved.masks);
+      result = std::move(solved.result);
     }
     method = "optimal";
   }
   if (!reserved) {
-    absl::StatusOr<AllocatorStats> replay = ReplayPlan(model, masks, *semantics);
-    if (!replay.ok()) return replay.status();
-    reserved = *replay;
+    ASSIGN_OR_RETURN(reserved, ReplayPlan(model, masks, semantics));
   }
 
   Plan plan;
-  plan.model_name = (*loaded)->profile->model_name;
-  plan.model_config = (*loaded)->profile->model_config;
+  plan.model_name = loaded->profile->model_name;
+  plan.model_config = loaded->profile->model_config;
   plan.method = method;
   plan.budget_bytes = budget_bytes;
-  plan.budget_kind = *budget_kind;
-  plan.semantics = *semantics;
+  plan.budget_kind = budget_kind;
+  plan.semantics = semantics;
   plan.blocks = BlockPlansFromMasks(model, masks);
   SetPrediction(result, plan);
   plan.predicted.reserved_peak_bytes = reserved->reserved_peak_bytes;
-  absl::Status written = WriteFileAtomically(
-      flags.output, PlanToJson(plan, model).dump(1) + "\n");
-  if (!written.ok()) return written;
+  RETURN_IF_ERROR(WriteFileAtomically(
+      flags.output, PlanToJson(plan, model).dump(1) + "\n"));
 
   std::cout << "plan: " << method << " for " << plan.model_name
             << RanksNote(*model.model) << " ("
-            << SemanticsName(*semantics) << " semantics)";
+            << SemanticsName(semantics) << " semantics)";
   if (budget_bytes > 0) {
-    const int64_t capped = *budget_kind == BudgetKind::kReserved
+    const int64_t capped = budget_kind == BudgetKind::kReserved
                                ? reserved->reserved_peak_bytes
                                : result.peak_bytes;
-    std::cout << ", " << BudgetKindName(*budget_kind) << " budget "
+    std::cout << ", " << BudgetKindName(budget_kind) << " budget "
               << BytesForHumans(budget_bytes) << ": "
               << (capped <= budget_bytes ? "fits" : "DOES NOT FIT");
   }

@@ -58,8 +58,7 @@ bool IsGpuMeasuredDevice(const std::string& device) {
 
 #ifdef SACPLAN_HAVE_CPU_PROFILER
 absl::Status RunCpuProfile(const ProfileFlags& flags) {
-  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
-  if (!config.ok()) return config.status();
+  ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
   CpuProfileOptions options;
   options.repeats = flags.repeats;
   options.warmup = flags.warmup;
@@ -70,12 +69,10 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
       DrawProgress("measuring on cpu", done, total);
     };
   }
-  absl::StatusOr<CpuProfileResult> result = MeasureCpuProfile(*config, options);
-  if (!result.ok()) return result.status();
-  const Profile& profile = result->profile;
-  absl::Status written = WriteFileAtomically(
-      flags.output, ProfileToJson(profile).dump(1) + "\n");
-  if (!written.ok()) return written;
+  ASSIGN_OR_RETURN(const CpuProfileResult result, MeasureCpuProfile(config, options));
+  const Profile& profile = result.profile;
+  RETURN_IF_ERROR(WriteFileAtomically(
+      flags.output, ProfileToJson(profile).dump(1) + "\n"));
 
   const Model& model = profile.model;
   const size_t ops = model.blocks.empty() ? 0 : model.blocks[0].ops.size();
@@ -87,16 +84,16 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
     }
   }
   std::cout << "profile: " << profile.model_name << ", " << model.blocks.size()
-            << " blocks x " << ops << " ops, " << config->tokens
-            << " tokens x batch " << config->batch << ", measured on cpu (threads: "
-            << result->threads << "; median of " << flags.repeats
+            << " blocks x " << ops << " ops, " << config.tokens
+            << " tokens x batch " << config.batch << ", measured on cpu (threads: "
+            << result.threads << "; median of " << flags.repeats
             << " after " << flags.warmup << " warmup; " << flags.clock << " clock)\n"
             << "  one block: forward " << fwd_ms << " ms, backward " << bwd_ms
             << " ms; head " << model.fixed.head_fwd_ms << " + "
             << model.fixed.head_bwd_ms << " ms; optimizer "
             << model.fixed.optimizer_ms << " ms; step overhead "
             << model.fixed.step_overhead_ms << " ms\n";
-  for (const std::string& note : result->notes) {
+  for (const std::string& note : result.notes) {
     std::cout << "  note: " << note << "\n";
   }
   std::cout << "wrote " << flags.output << "\n";
@@ -111,8 +108,7 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("--device: '", flags.device, "' is not cuda:<index>"));
   }
-  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
-  if (!config.ok()) return config.status();
+  ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
   options.repeats = flags.repeats;
   options.warmup = flags.warmup;
   if (ProgressVisible()) {
@@ -120,24 +116,20 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
       DrawProgress("measuring on cuda", done, total);
     };
   }
-  absl::StatusOr<CudaProfileResult> result = MeasureCudaProfile(*config, options);
-  if (!result.ok()) return result.status();
-  const Profile& profile = result->profile;
-  if (absl::Status written = WriteFileAtomically(
-          flags.output, ProfileToJson(profile).dump(1) + "\n");
-      !written.ok()) {
-    return written;
-  }
+  ASSIGN_OR_RETURN(const CudaProfileResult result, MeasureCudaProfile(config, options));
+  const Profile& profile = result.profile;
+  RETURN_IF_ERROR(WriteFileAtomically(
+      flags.output, ProfileToJson(profile).dump(1) + "\n"));
   double fwd_ms = 0, bwd_ms = 0;
   for (const Op& op : profile.model.blocks.front().ops) {
     fwd_ms += op.fwd_ms;
     bwd_ms += op.bwd_ms;
   }
-  const GpuTimerTotals& totals = result->totals;
+  const GpuTimerTotals& totals = result.totals;
   std::cout << "profile: " << profile.model_name << ", " << profile.model.blocks.size()
             << " blocks x " << profile.model.blocks.front().ops.size() << " ops, "
-            << config->tokens << " tokens x batch " << config->batch
-            << ", measured on " << result->device_name << " (GPU time from CUPTI; median of "
+            << config.tokens << " tokens x batch " << config.batch
+            << ", measured on " << result.device_name << " (GPU time from CUPTI; median of "
             << flags.repeats << " after " << flags.warmup << " warmup)\n"
             << "  one block: forward " << fwd_ms << " ms, backward " << bwd_ms
             << " ms; head " << profile.model.fixed.head_fwd_ms << " + "
@@ -146,7 +138,7 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
             << "  CUPTI: " << totals.dropped_records << " records dropped, "
             << totals.lost_samples << " runs lost, " << totals.unattributed_activities
             << " kernels outside the measured runs\n";
-  for (const std::string& note : result->notes) std::cout << "  note: " << note << "\n";
+  for (const std::string& note : result.notes) std::cout << "  note: " << note << "\n";
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
@@ -169,11 +161,9 @@ absl::Status Calibrate(const std::vector<std::string>& paths, const ModelConfig&
                        Profile& profile, std::string& summary) {
   std::vector<MeasuredProfile> measured;
   for (const std::string& path : paths) {
-    absl::StatusOr<Profile> read = ReadProfileFile(path);
-    if (!read.ok()) return read.status();
-    absl::StatusOr<MeasuredProfile> m = MeasuredFromProfile(*read, path);
-    if (!m.ok()) return m.status();
-    measured.push_back(*std::move(m));
+    ASSIGN_OR_RETURN(const Profile read, ReadProfileFile(path));
+    ASSIGN_OR_RETURN(MeasuredProfile m, MeasuredFromProfile(read, path));
+    measured.push_back(std::move(m));
   }
   absl::StatusOr<RooflineCalibration> fit = CalibrateRoofline(measured);
   if (!fit.ok()) {
@@ -248,31 +238,26 @@ absl::Status RunProfile(const ProfileFlags& flags) {
         "--device: unknown device '", flags.device, "' (roofline presets: ",
         absl::StrJoin(DeviceNames(), ", "), ")"));
   }
-  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
-  if (!config.ok()) return config.status();
-  if (absl::Status s = CheckParallelFlags(flags.parallel, *config); !s.ok()) return s;
-  absl::StatusOr<Profile> profile = RooflineProfile(*config, *device, flags.parallel);
-  if (!profile.ok()) return profile.status();
+  ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
+  RETURN_IF_ERROR(CheckParallelFlags(flags.parallel, config));
+  ASSIGN_OR_RETURN(Profile profile, RooflineProfile(config, *device, flags.parallel));
   std::string calibration_summary;
   if (!flags.calibrate_from.empty()) {
-    absl::Status calibrated =
-        Calibrate(flags.calibrate_from, *config, *profile, calibration_summary);
-    if (!calibrated.ok()) return calibrated;
+    RETURN_IF_ERROR(Calibrate(flags.calibrate_from, config, profile, calibration_summary));
   }
 
-  absl::Status written = WriteFileAtomically(
-      flags.output, ProfileToJson(*profile).dump(1) + "\n");
-  if (!written.ok()) return written;
+  RETURN_IF_ERROR(WriteFileAtomically(
+      flags.output, ProfileToJson(profile).dump(1) + "\n"));
 
-  const Model& model = profile->model;
+  const Model& model = profile.model;
   const size_t ops = model.blocks.empty() ? 0 : model.blocks[0].ops.size();
-  std::cout << "profile: " << profile->model_name << ", "
+  std::cout << "profile: " << profile.model_name << ", "
             << model.blocks.size() << " blocks x " << ops << " ops, "
-            << config->tokens << " tokens x batch " << config->batch
+            << config.tokens << " tokens x batch " << config.batch
             << (flags.calibrate_from.empty() ? ", roofline on " : ", calibrated, memory of ")
             << device->description << "\n";
   if (!model.parallel.single_rank()) {
-    std::cout << "  " << DescribeRanks(model.parallel) << ": " << config->tokens / model.parallel.sp
+    std::cout << "  " << DescribeRanks(model.parallel) << ": " << config.tokens / model.parallel.sp
               << " tokens outside attention, data parallel " << model.parallel.world_size / model.parallel.sp
               << "\n";
   }

@@ -20,6 +20,7 @@
 #include "sacplan/reports/report.h"
 #include "sacplan/reports/run_log.h"
 #include "sacplan/reports/snapshot.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
@@ -38,67 +39,53 @@ struct ReportFlags {
 absl::Status RunReport(const ReportFlags& flags) {
   reports::ReportOptions options;
   if (!flags.budget.empty()) {
-    absl::StatusOr<int64_t> budget = ParseBudgetFlag(flags.budget);
-    if (!budget.ok()) return budget.status();
-    options.budget_bytes = *budget;
+    ASSIGN_OR_RETURN(options.budget_bytes, ParseBudgetFlag(flags.budget));
   }
-  absl::StatusOr<Semantics> semantics = ParseSemanticsFlag(flags.semantics);
-  if (!semantics.ok()) return semantics.status();
-  options.semantics = *semantics;
-  if (absl::Status points = CheckPointsFlag(flags.points); !points.ok()) {
-    return points;
-  }
+  ASSIGN_OR_RETURN(options.semantics, ParseSemanticsFlag(flags.semantics));
+  RETURN_IF_ERROR(CheckPointsFlag(flags.points));
   options.frontier_points = flags.points;
   if (flags.plans.empty() && flags.budget.empty()) {
     return absl::InvalidArgumentError(
         "give --budget to solve for, or one or more --plan files");
   }
 
-  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded = LoadProfile(flags.profile);
-  if (!loaded.ok()) return loaded.status();
+  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
   std::vector<reports::PlanFile> plans;
   for (const std::string& path : flags.plans) {
-    absl::StatusOr<Plan> plan = ReadPlanFile(path);
-    if (!plan.ok()) return plan.status();
-    plans.push_back({path, *std::move(plan)});
+    ASSIGN_OR_RETURN(Plan plan, ReadPlanFile(path));
+    plans.push_back({path, std::move(plan)});
   }
   std::vector<reports::RunLog> runs;
   for (const std::string& path : flags.runs) {
-    absl::StatusOr<reports::RunLog> run = reports::ReadRunLog(path);
-    if (!run.ok()) return run.status();
-    runs.push_back(*std::move(run));
+    ASSIGN_OR_RETURN(reports::RunLog run, reports::ReadRunLog(path));
+    runs.push_back(std::move(run));
   }
 
-  absl::StatusOr<reports::ReportData> data =
-      reports::BuildReportData(*(*loaded)->profile, (*loaded)->analyzed, plans,
-                               std::move(runs), options);
-  if (!data.ok()) return data.status();
-  const std::string html = reports::RenderReportHtml(*data);
+  ASSIGN_OR_RETURN(const reports::ReportData data,
+                   reports::BuildReportData(*loaded->profile, loaded->analyzed, plans,
+                                            std::move(runs), options));
+  const std::string html = reports::RenderReportHtml(data);
 
   // Everything is computed before anything is written.
   std::string snapshot_text;
   if (!flags.snapshot.empty()) {
-    const reports::ReportPlan& chosen = data->plans.front();
-    absl::StatusOr<StepResult> traced =
-        SimulateStep((*loaded)->analyzed, chosen.masks, chosen.semantics,
-                     {.record_timeline = true, .record_events = true});
-    if (!traced.ok()) return traced.status();
-    absl::StatusOr<nlohmann::json> snapshot = reports::MemorySnapshotJson(*traced);
-    if (!snapshot.ok()) return snapshot.status();
-    snapshot_text = snapshot->dump() + "\n";
+    const reports::ReportPlan& chosen = data.plans.front();
+    ASSIGN_OR_RETURN(const StepResult traced,
+                     SimulateStep(loaded->analyzed, chosen.masks, chosen.semantics,
+                                  {.record_timeline = true, .record_events = true}));
+    ASSIGN_OR_RETURN(const nlohmann::json snapshot, reports::MemorySnapshotJson(traced));
+    snapshot_text = snapshot.dump() + "\n";
   }
   // All outputs or none: a failing --snapshot must not leave report.html.
   std::vector<std::pair<std::string, std::string>> outputs = {{flags.output, html}};
   if (!flags.snapshot.empty()) outputs.emplace_back(flags.snapshot, snapshot_text);
-  if (absl::Status written = WriteFilesAtomically(outputs); !written.ok()) {
-    return written;
-  }
+  RETURN_IF_ERROR(WriteFilesAtomically(outputs));
 
-  std::cout << "report" << RanksNote((*loaded)->profile->model) << ": " << reports::Verdict(*data) << "\n";
+  std::cout << "report" << RanksNote(loaded->profile->model) << ": " << reports::Verdict(data) << "\n";
   std::cout << "wrote " << flags.output << " (" << html.size() << " bytes)\n";
   if (!flags.snapshot.empty()) {
     std::cout << "wrote " << flags.snapshot
-              << " (allocation trace of " << data->plans.front().name
+              << " (allocation trace of " << data.plans.front().name
               << "; open it at pytorch.org/memory_viz, see docs/report.md)\n";
   }
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/plan.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
@@ -73,52 +74,45 @@ nlohmann::json ResultToJson(const Plan& plan, Semantics semantics,
 }
 
 absl::Status RunSimulate(const SimulateFlags& flags) {
-  absl::StatusOr<std::unique_ptr<LoadedProfile>> loaded =
-      LoadProfile(flags.profile);
-  if (!loaded.ok()) return loaded.status();
-  absl::StatusOr<Plan> plan = ReadPlanFile(flags.plan);
-  if (!plan.ok()) return plan.status();
-  if (absl::Status matches = CheckPlanMatches(*plan, *(*loaded)->profile);
+  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
+  ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(flags.plan));
+  if (absl::Status matches = CheckPlanMatches(plan, *loaded->profile);
       !matches.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(flags.plan, ": ", matches.message()));
   }
-  Semantics semantics = plan->semantics;
+  Semantics semantics = plan.semantics;
   if (flags.semantics.has_value()) {
-    absl::StatusOr<Semantics> parsed = ParseSemanticsFlag(*flags.semantics);
-    if (!parsed.ok()) return parsed.status();
-    semantics = *parsed;
+    ASSIGN_OR_RETURN(semantics, ParseSemanticsFlag(*flags.semantics));
   }
-  const AnalyzedModel& model = (*loaded)->analyzed;
-  absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, *plan);
+  const AnalyzedModel& model = loaded->analyzed;
+  absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, plan);
   if (!masks.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(flags.plan, ": ", masks.status().message()));
   }
-  absl::StatusOr<StepResult> result =
-      SimulateStep(model, *masks, semantics, {.record_events = true});
-  if (!result.ok()) return result.status();
-  absl::StatusOr<AllocatorStats> reserved = ReplayStepEvents(result->events);
-  if (!reserved.ok()) return reserved.status();
+  ASSIGN_OR_RETURN(const StepResult result,
+                   SimulateStep(model, *masks, semantics, {.record_events = true}));
+  ASSIGN_OR_RETURN(const AllocatorStats reserved, ReplayStepEvents(result.events));
 
   if (flags.json) {
-    std::cout << ResultToJson(*plan, semantics, *result, *reserved).dump() << "\n";
+    std::cout << ResultToJson(plan, semantics, result, reserved).dump() << "\n";
     return absl::OkStatus();
   }
-  std::cout << "simulate: " << plan->method << " plan for " << plan->model_name
+  std::cout << "simulate: " << plan.method << " plan for " << plan.model_name
             << RanksNote(*model.model) << " (" << SemanticsName(semantics) << " semantics)";
-  if (plan->budget_bytes > 0) {
-    std::cout << ", " << BudgetKindName(plan->budget_kind) << " budget "
-              << BytesForHumans(plan->budget_bytes) << ": "
-              << (CappedBytes(*plan, *result, *reserved) <= plan->budget_bytes
+  if (plan.budget_bytes > 0) {
+    std::cout << ", " << BudgetKindName(plan.budget_kind) << " budget "
+              << BytesForHumans(plan.budget_bytes) << ": "
+              << (CappedBytes(plan, result, reserved) <= plan.budget_bytes
                       ? "fits"
                       : "DOES NOT FIT");
   }
-  std::cout << "\n" << StepSummary(*result) << ReservedSummary(*reserved);
-  if (!PredictionHolds(plan->predicted, *result, *reserved)) {
+  std::cout << "\n" << StepSummary(result) << ReservedSummary(reserved);
+  if (!PredictionHolds(plan.predicted, result, reserved)) {
     std::cout << "  note       differs from the plan's prediction (peak "
-              << BytesForHumans(plan->predicted.peak_bytes) << ", step "
-              << plan->predicted.step_ms << " ms): edited by hand?\n";
+              << BytesForHumans(plan.predicted.peak_bytes) << ", step "
+              << plan.predicted.step_ms << " ms): edited by hand?\n";
   }
   return absl::OkStatus();
 }

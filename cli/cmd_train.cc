@@ -12,6 +12,7 @@
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/profiler/cuda_profiler.h"
+#include "sacplan/status_macros.h"
 #include "training_common.h"
 
 namespace sacplan::cli {
@@ -30,52 +31,46 @@ struct TrainFlags {
 };
 
 absl::Status RunTrain(const TrainFlags& flags) {
-  absl::StatusOr<ModelConfig> config = ResolveModelConfig(flags.model);
-  if (!config.ok()) return config.status();
-  absl::StatusOr<Plan> plan = ReadPlanFile(flags.plan_path);
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<TrainingSetup> setup = StartTraining(*config, flags.device, flags.seed, flags.threads,
-                                                       flags.kernels);
-  if (!setup.ok()) return setup.status();
-  const TorchModel& model = *setup->model;
+  ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
+  ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(flags.plan_path));
+  ASSIGN_OR_RETURN(const TrainingSetup setup,
+                   StartTraining(config, flags.device, flags.seed, flags.threads,
+                                 flags.kernels));
+  const TorchModel& model = *setup.model;
   std::unique_ptr<CuptiSession> cupti;
   if (flags.cupti) {
     if (!model.device().is_cuda()) {
       return absl::InvalidArgumentError("--cupti: needs --device cuda");
     }
-    auto session = StartCuptiSession(model.device().has_index() ? model.device().index() : 0);
-    if (!session.ok()) return session.status();
-    cupti = *std::move(session);
+    ASSIGN_OR_RETURN(cupti,
+                     StartCuptiSession(model.device().has_index() ? model.device().index() : 0));
   }
-  auto executor = PlanExecutor::FromPlan(model, *plan);
+  auto executor = PlanExecutor::FromPlan(model, plan);
   if (!executor.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(flags.plan_path, ": ", executor.status().message()));
   }
 
-  std::cout << "train: " << config->name << " on " << flags.device << " (kernels " << flags.kernels << "), plan "
-            << plan->method << " (" << SemanticsName(plan->semantics) << "), "
+  std::cout << "train: " << config.name << " on " << flags.device << " (kernels " << flags.kernels << "), plan "
+            << plan.method << " (" << SemanticsName(plan.semantics) << "), "
             << (*executor)->planned_recomputed_ops() << " ops recomputed per step, "
             << flags.steps << " steps\n";
-  auto result = TrainWithProgress(model, **executor, *setup->meter, flags.steps,
-                                  flags.seed, "training");
-  if (!result.ok()) return result.status();
-  for (const StepRecord& r : result->steps) {
+  ASSIGN_OR_RETURN(const TrainResult result,
+                   TrainWithProgress(model, **executor, *setup.meter, flags.steps,
+                                     flags.seed, "training"));
+  for (const StepRecord& r : result.steps) {
     std::cout << absl::StrFormat("  step %3d  loss %.5f  %8.1f ms (%.1f ms CPU)  peak %s\n",
                                  r.step + 1, r.loss, r.step_ms, r.cpu_ms,
                                  FormatBytes(r.peak_bytes));
   }
-  std::cout << "  " << PredictionVsMeasurement(plan->predicted, *result) << "\n"
+  std::cout << "  " << PredictionVsMeasurement(plan.predicted, result) << "\n"
             << "  (time and peak: median and largest over the steps after the "
                "first; the prediction is the plan's, from the profile it was "
                "made with)\n";
   if (!flags.log_path.empty()) {
-    const nlohmann::json log = RunLogJson(model, flags.device, *plan, *result,
+    const nlohmann::json log = RunLogJson(model, flags.device, plan, result,
                                           (*executor)->planned_recomputed_ops());
-    if (auto written = WriteFileAtomically(flags.log_path, log.dump(1) + "\n");
-        !written.ok()) {
-      return written;
-    }
+    RETURN_IF_ERROR(WriteFileAtomically(flags.log_path, log.dump(1) + "\n"));
     std::cout << "wrote " << flags.log_path << "\n";
   }
   return absl::OkStatus();

@@ -17,8 +17,7 @@ absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                                             const std::string& device,
                                             uint64_t seed, int threads,
                                             const std::string& kernels) {
-  absl::StatusOr<KernelImpl> impl = ParseKernelImpl(kernels);
-  if (!impl.ok()) return impl.status();
+  ASSIGN_OR_RETURN(const KernelImpl impl, ParseKernelImpl(kernels));
   if (threads > 0) at::set_num_threads(threads);
   at::Device parsed(at::kCPU);
   try {
@@ -38,7 +37,7 @@ absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                         absl::StrCat("--device ", device, ": ", meter.status().message()));
   }
   setup.meter = *std::move(meter);
-  ASSIGN_OR_RETURN(setup.model, CreateTorchModel(config, seed, parsed, {*impl}));
+  ASSIGN_OR_RETURN(setup.model, CreateTorchModel(config, seed, parsed, {impl}));
   return setup;
 }
 

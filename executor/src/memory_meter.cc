@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cpu_allocator.h"
 #include "cuda_memory_meter.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -35,8 +36,7 @@ absl::StatusOr<std::unique_ptr<MemoryMeter>> CreateMemoryMeter(
     at::Device device) {
   switch (device.type()) {
     case c10::DeviceType::CPU: {
-      absl::Status installed = InstallCountingCpuAllocatorOnce();
-      if (!installed.ok()) return installed;
+      RETURN_IF_ERROR(InstallCountingCpuAllocatorOnce());
       return std::unique_ptr<MemoryMeter>(new CpuMemoryMeter);
     }
     case c10::DeviceType::CUDA:

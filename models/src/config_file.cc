@@ -37,9 +37,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc) {
 }
 
 absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path) {
-  absl::StatusOr<nlohmann::json> doc = json_reader::ReadJsonFile(path);
-  if (!doc.ok()) return doc.status();
-  absl::StatusOr<ModelConfig> config = ModelConfigFromJson(*doc);
+  ASSIGN_OR_RETURN(const nlohmann::json doc, json_reader::ReadJsonFile(path));
+  absl::StatusOr<ModelConfig> config = ModelConfigFromJson(doc);
   if (!config.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", config.status().message()));

@@ -118,36 +118,36 @@ absl::Status ReadString(const nlohmann::json& v, const std::string& key,
 // product or sum the builders or the planner form can overflow int64.
 absl::Status CheckSizeProducts(const ModelConfig& c) {
   const int64_t width = std::max(c.dim, c.ffn);
-  auto tensor = CheckedProduct({c.batch, c.tokens, width, 16},
-                               "batch*tokens*max(dim,ffn)*16 bytes");
-  if (!tensor.ok()) return tensor.status();
-  auto context = CheckedProduct({c.batch, c.text_tokens, c.dim, 4},
-                                "batch*text_tokens*dim*4 bytes");
-  if (!context.ok()) return context.status();
-  auto head = CheckedProduct({c.batch, c.tokens, std::max<int64_t>(c.vocab, 64), 8},
-                             "batch*tokens*max(vocab,64)*8 head bytes");
-  if (!head.ok()) return head.status();
-  auto activations = CheckedProduct({c.layers, 64, *tensor},
-                                    "layers*64*batch*tokens*max(dim,ffn)*16 bytes");
-  if (!activations.ok()) return activations.status();
-  auto block_params = CheckedProduct({16, c.dim + 1, c.dim + c.ffn + 1},
-                                     "16*(dim+1)*(dim+ffn+1) block parameters");
-  if (!block_params.ok()) return block_params.status();
-  auto all_block_params = CheckedProduct({c.layers, *block_params},
-                                         "layers*16*(dim+1)*(dim+ffn+1) parameters");
-  if (!all_block_params.ok()) return all_block_params.status();
-  auto nonblock_params = CheckedProduct({8, c.dim + 1, c.dim + c.vocab + 4500},
-                                        "8*(dim+1)*(dim+vocab+4500) parameters");
-  if (!nonblock_params.ok()) return nonblock_params.status();
+  ASSIGN_OR_RETURN(const int64_t tensor,
+                   CheckedProduct({c.batch, c.tokens, width, 16},
+                                  "batch*tokens*max(dim,ffn)*16 bytes"));
+  ASSIGN_OR_RETURN(const int64_t context,
+                   CheckedProduct({c.batch, c.text_tokens, c.dim, 4},
+                                  "batch*text_tokens*dim*4 bytes"));
+  ASSIGN_OR_RETURN(const int64_t head,
+                   CheckedProduct({c.batch, c.tokens, std::max<int64_t>(c.vocab, 64), 8},
+                                  "batch*tokens*max(vocab,64)*8 head bytes"));
+  ASSIGN_OR_RETURN(const int64_t activations,
+                   CheckedProduct({c.layers, 64, tensor},
+                                  "layers*64*batch*tokens*max(dim,ffn)*16 bytes"));
+  ASSIGN_OR_RETURN(const int64_t block_params,
+                   CheckedProduct({16, c.dim + 1, c.dim + c.ffn + 1},
+                                  "16*(dim+1)*(dim+ffn+1) block parameters"));
+  ASSIGN_OR_RETURN(const int64_t all_block_params,
+                   CheckedProduct({c.layers, block_params},
+                                  "layers*16*(dim+1)*(dim+ffn+1) parameters"));
+  ASSIGN_OR_RETURN(const int64_t nonblock_params,
+                   CheckedProduct({8, c.dim + 1, c.dim + c.vocab + 4500},
+                                  "8*(dim+1)*(dim+vocab+4500) parameters"));
   int64_t params = 0;
   int64_t total = 0;
   // params*32 below must not overflow: bound params first.
-  const bool fits = AddWithin(*all_block_params, kMaxModelTotalBytes / 32, params) &&
-                    AddWithin(*nonblock_params, kMaxModelTotalBytes / 32, params) &&
+  const bool fits = AddWithin(all_block_params, kMaxModelTotalBytes / 32, params) &&
+                    AddWithin(nonblock_params, kMaxModelTotalBytes / 32, params) &&
                     AddWithin(params * 32, kMaxModelTotalBytes, total) &&
-                    AddWithin(*activations, kMaxModelTotalBytes, total) &&
-                    AddWithin(*context, kMaxModelTotalBytes, total) &&
-                    AddWithin(*head, kMaxModelTotalBytes, total);
+                    AddWithin(activations, kMaxModelTotalBytes, total) &&
+                    AddWithin(context, kMaxModelTotalBytes, total) &&
+                    AddWithin(head, kMaxModelTotalBytes, total);
   if (!fits) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model config: the sizes give a step of more than 2^62 bytes (layers ",

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
@@ -165,9 +166,8 @@ absl::StatusOr<AllocatorStats> ReplayTrace(const std::vector<AllocatorEvent>& tr
 }
 
 absl::StatusOr<AllocatorStats> ReplayStepEvents(const std::vector<MemoryEvent>& events) {
-  absl::StatusOr<std::vector<AllocatorEvent>> trace = AllocatorTraceFromEvents(events);
-  if (!trace.ok()) return trace.status();
-  return ReplayTrace(*trace);
+  ASSIGN_OR_RETURN(const std::vector<AllocatorEvent> trace, AllocatorTraceFromEvents(events));
+  return ReplayTrace(trace);
 }
 
 }  // namespace sacplan

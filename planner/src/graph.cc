@@ -92,9 +92,7 @@ absl::Status ValidateBlock(const Block& block) {
   int carried = 0;
   for (size_t i = 0; i < block.inputs.size(); ++i) {
     const std::string where = absl::StrCat(".inputs[", i, "]");
-    if (auto s = CheckTensor(block, where, block.inputs[i].tensor); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(CheckTensor(block, where, block.inputs[i].tensor));
     tensor_bytes[block.inputs[i].tensor.id] = block.inputs[i].tensor.bytes;
     if (!defined.insert(block.inputs[i].tensor.id).second) {
       return Bad(block, where + ".id",

@@ -204,9 +204,8 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
 }
 
 absl::StatusOr<Plan> ReadPlanFile(const std::string& path) {
-  absl::StatusOr<json> doc = json_reader::ReadJsonFile(path);
-  if (!doc.ok()) return doc.status();
-  auto plan = PlanFromJson(*doc);
+  ASSIGN_OR_RETURN(const json doc, json_reader::ReadJsonFile(path));
+  auto plan = PlanFromJson(doc);
   if (!plan.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", plan.status().message()));
   }

@@ -221,9 +221,8 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
 }
 
 absl::StatusOr<Profile> ReadProfileFile(const std::string& path) {
-  absl::StatusOr<json> doc = json_reader::ReadJsonFile(path);
-  if (!doc.ok()) return doc.status();
-  auto profile = ProfileFromJson(*doc);
+  ASSIGN_OR_RETURN(const json doc, json_reader::ReadJsonFile(path));
+  auto profile = ProfileFromJson(doc);
   if (!profile.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", profile.status().message()));

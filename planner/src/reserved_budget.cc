@@ -6,16 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
 absl::StatusOr<AllocatorStats> ReplayPlan(const AnalyzedModel& model,
                                           const std::vector<SaveMask>& masks,
                                           Semantics semantics) {
-  absl::StatusOr<StepResult> traced =
-      SimulateStep(model, masks, semantics, {.record_events = true});
-  if (!traced.ok()) return traced.status();
-  return ReplayStepEvents(traced->events);
+  ASSIGN_OR_RETURN(const StepResult traced,
+                   SimulateStep(model, masks, semantics, {.record_events = true}));
+  return ReplayStepEvents(traced.events);
 }
 
 absl::StatusOr<ReservedSolve> SolveForReservedBudget(const Solver& solver,
@@ -26,12 +26,10 @@ absl::StatusOr<ReservedSolve> SolveForReservedBudget(const Solver& solver,
   int solves = 0;
   // Solves at `allocated_budget` and replays the plan.
   auto attempt = [&](int64_t allocated_budget) -> absl::StatusOr<ReservedSolve> {
-    absl::StatusOr<SolvedPlan> solved = solver.Solve(allocated_budget);
-    if (!solved.ok()) return solved.status();
+    ASSIGN_OR_RETURN(SolvedPlan solved, solver.Solve(allocated_budget));
     solves += 1;
-    absl::StatusOr<AllocatorStats> replay = ReplayPlan(model, solved->masks, semantics);
-    if (!replay.ok()) return replay.status();
-    return ReservedSolve{*std::move(solved), *replay, allocated_budget, 0};
+    ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, solved.masks, semantics));
+    return ReservedSolve{std::move(solved), replay, allocated_budget, 0};
   };
   auto fits = [&](const ReservedSolve& s) {
     return s.allocator.reserved_peak_bytes <= reserved_budget_bytes;
@@ -47,18 +45,17 @@ absl::StatusOr<ReservedSolve> SolveForReservedBudget(const Solver& solver,
   int64_t fails_at = reserved_budget_bytes + 1, fails_reserved = 0;
   int64_t allocated_budget = reserved_budget_bytes;
   while (!best && solves < max_solves && allocated_budget >= min_peak) {
-    absl::StatusOr<ReservedSolve> tried = attempt(allocated_budget);
-    if (!tried.ok()) return tried.status();
-    if (fits(*tried)) {
+    ASSIGN_OR_RETURN(ReservedSolve tried, attempt(allocated_budget));
+    if (fits(tried)) {
       fits_at = allocated_budget;
-      fits_reserved = tried->allocator.reserved_peak_bytes;
-      best = *std::move(tried);
+      fits_reserved = tried.allocator.reserved_peak_bytes;
+      best = std::move(tried);
       break;
     }
     fails_at = allocated_budget;
-    fails_reserved = tried->allocator.reserved_peak_bytes;
-    allocated_budget = tried->plan.result.peak_bytes -
-                       (tried->allocator.reserved_peak_bytes - reserved_budget_bytes);
+    fails_reserved = tried.allocator.reserved_peak_bytes;
+    allocated_budget = tried.plan.result.peak_bytes -
+                       (tried.allocator.reserved_peak_bytes - reserved_budget_bytes);
   }
   // Refine: the overshoot step usually lands below what fits (the
   // reserved-allocated gap shrinks with the peak). Between the allocated
@@ -74,22 +71,20 @@ absl::StatusOr<ReservedSolve> SolveForReservedBudget(const Solver& solver,
     const int64_t guess =
         fits_at + static_cast<int64_t>(slope * (reserved_budget_bytes - fits_reserved));
     const int64_t middle = std::clamp(guess, fits_at + span / 6, fails_at - span / 6);
-    absl::StatusOr<ReservedSolve> tried = attempt(middle);
-    if (!tried.ok()) return tried.status();
-    if (!fits(*tried)) {
+    ASSIGN_OR_RETURN(ReservedSolve tried, attempt(middle));
+    if (!fits(tried)) {
       fails_at = middle;
-      fails_reserved = tried->allocator.reserved_peak_bytes;
+      fails_reserved = tried.allocator.reserved_peak_bytes;
       continue;
     }
     fits_at = middle;
-    fits_reserved = tried->allocator.reserved_peak_bytes;
-    if (tried->plan.result.step_ms < best->plan.result.step_ms) best = *std::move(tried);
+    fits_reserved = tried.allocator.reserved_peak_bytes;
+    if (tried.plan.result.step_ms < best->plan.result.step_ms) best = std::move(tried);
   }
   if (!best) {
-    absl::StatusOr<ReservedSolve> least = attempt(min_peak);
-    if (!least.ok()) return least.status();
-    if (!fits(*least)) {
-      const int64_t smallest = least->allocator.reserved_peak_bytes;
+    ASSIGN_OR_RETURN(ReservedSolve least, attempt(min_peak));
+    if (!fits(least)) {
+      const int64_t smallest = least.allocator.reserved_peak_bytes;
       return absl::FailedPreconditionError(absl::StrCat(
           "reserved budget ", FormatBytes(reserved_budget_bytes), " (",
           reserved_budget_bytes, " bytes) is below the smallest feasible reserved peak ",
@@ -97,7 +92,7 @@ absl::StatusOr<ReservedSolve> SolveForReservedBudget(const Solver& solver,
           " bytes, the least-peak plan's) for this model and semantics: no plan fits; "
           "give a budget of ", smallest, " bytes or more"));
     }
-    best = *std::move(least);
+    best = std::move(least);
   }
   best->solves = solves;
   return *std::move(best);

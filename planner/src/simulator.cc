@@ -150,9 +150,8 @@ absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model) {
   AnalyzedModel analyzed;
   analyzed.model = &model;
   for (const Block& block : model.blocks) {
-    auto analysis = AnalyzeBlock(block);
-    if (!analysis.ok()) return analysis.status();
-    analyzed.blocks.push_back(*std::move(analysis));
+    ASSIGN_OR_RETURN(BlockAnalysis analysis, AnalyzeBlock(block));
+    analyzed.blocks.push_back(std::move(analysis));
   }
   // Shared inputs are produced once per step; every block lists them, so
   // count the first block's.

@@ -8,6 +8,7 @@
 #include "fsdp_step.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
+#include "sacplan/status_macros.h"
 #include "step_phases.h"
 
 namespace sacplan {
@@ -193,12 +194,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   // ComparedPresetNames() starts with none and full.
   for (const std::string& preset : ComparedPresetNames()) {
     SolvedPlan plan;
-    auto masks = PresetMasks(model, preset);
-    if (!masks.ok()) return masks.status();
-    plan.masks = *std::move(masks);
-    auto result = SimulateStep(model, plan.masks, options.semantics);
-    if (!result.ok()) return result.status();
-    plan.result = *std::move(result);
+    ASSIGN_OR_RETURN(plan.masks, PresetMasks(model, preset));
+    ASSIGN_OR_RETURN(plan.result, SimulateStep(model, plan.masks, options.semantics));
     solver.reference_plans_.push_back(std::move(plan));
   }
   const int64_t none_peak = solver.reference_plans_[0].result.peak_bytes;
@@ -228,9 +225,10 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     solver.block_class_.push_back(match);
   }
 
-  auto least = solver.Simulate(solver.RunChain(0, /*minimize_peak=*/true, options.memory_resolution));
-  if (!least.ok()) return least.status();
-  solver.reference_plans_.push_back(*std::move(least));
+  ASSIGN_OR_RETURN(
+      SolvedPlan least,
+      solver.Simulate(solver.RunChain(0, /*minimize_peak=*/true, options.memory_resolution)));
+  solver.reference_plans_.push_back(std::move(least));
   solver.min_peak_ = std::numeric_limits<int64_t>::max();
   for (const SolvedPlan& plan : solver.reference_plans_) {
     solver.min_peak_ = std::min(solver.min_peak_, plan.result.peak_bytes);
@@ -353,9 +351,7 @@ absl::StatusOr<SolvedPlan> Solver::Simulate(const std::vector<int>& choice) cons
   for (size_t b = 0; b < choice.size(); ++b) {
     plan.masks.push_back(block_class_[b]->candidates[choice[b]].mask);
   }
-  auto result = SimulateStep(*model_, plan.masks, options_.semantics);
-  if (!result.ok()) return result.status();
-  plan.result = *std::move(result);
+  ASSIGN_OR_RETURN(plan.result, SimulateStep(*model_, plan.masks, options_.semantics));
   return plan;
 }
 
@@ -379,8 +375,7 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
   absl::StatusOr<SolvedPlan> best = absl::NotFoundError("no plan");
   if (!choice.empty()) {
     ImproveGreedily(budget_bytes, choice);
-    best = Simulate(choice);
-    if (!best.ok()) return best.status();
+    ASSIGN_OR_RETURN(best, Simulate(choice));
     if (best->result.peak_bytes > budget_bytes) {
       return absl::InternalError(absl::StrCat(
           "solver and simulator disagree: plan peak ", best->result.peak_bytes,

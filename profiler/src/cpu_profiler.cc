@@ -197,10 +197,9 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
         absl::StrCat("--repeats: must be >= 1, got ", options.repeats));
   }
   at::manual_seed(options.seed);
-  absl::StatusOr<std::unique_ptr<TorchModel>> model =
-      CreateTorchModel(config, options.seed, device);
-  if (!model.ok()) return model.status();
-  const Model& graph = (*model)->graph();
+  ASSIGN_OR_RETURN(std::unique_ptr<TorchModel> model,
+                   CreateTorchModel(config, options.seed, device));
+  const Model& graph = model->graph();
 
   CpuProfileResult result;
   // Ops forward and backward, the head, the optimizer, and on the CPU the
@@ -210,19 +209,16 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
   Batch batch;
   BlockStackInputs in;
   try {
-    batch = (*model)->MakeBatch(options.seed);
+    batch = model->MakeBatch(options.seed);
     c10::NoGradGuard no_grad;
-    in = (*model)->Embed(batch);
+    in = model->Embed(batch);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(
         "model '", config.name, "' embeddings: ", FirstLine(e.what())));
   }
   Block measured = graph.blocks.front();
-  if (absl::Status s =
-          MeasureBlockOps(**model, in, meter, timer, options, progress, measured);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      MeasureBlockOps(*model, in, meter, timer, options, progress, measured));
   in = BlockStackInputs();
 
   Profile& profile = result.profile;
@@ -236,15 +232,11 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
     block = measured;
     block.index = index;
   }
-  if (absl::Status s = MeasureHeadAndOptimizer(**model, batch, meter, timer, options,
-                                               progress, profile.model.fixed,
-                                               result.notes);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(MeasureHeadAndOptimizer(*model, batch, meter, timer, options,
+                                          progress, profile.model.fixed, result.notes));
   if (device.is_cpu()) {
     RETURN_IF_ERROR(
-        MeasureWholeSteps(**model, meter, options, profile.model, result.notes));
+        MeasureWholeSteps(*model, meter, options, profile.model, result.notes));
     progress.Step();
   }
   if (absl::Status s = ValidateModel(profile.model); !s.ok()) {
@@ -287,18 +279,17 @@ absl::StatusOr<CpuProfileResult> MeasureCpuProfile(
         absl::StrCat("--threads: must be >= 0, got ", options.threads));
   }
   ThreadsGuard threads(options.threads);
-  absl::StatusOr<std::unique_ptr<MemoryMeter>> meter =
-      CreateMemoryMeter(at::Device(at::kCPU));
-  if (!meter.ok()) return meter.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<MemoryMeter> meter,
+                   CreateMemoryMeter(at::Device(at::kCPU)));
   WallClockTimer timer(options.clock);
-  absl::StatusOr<CpuProfileResult> result = cpu_profiler_internal::MeasureModel(
-      config, options, at::Device(at::kCPU), **meter, timer);
-  if (!result.ok()) return result.status();
-  result->threads = at::get_num_threads();
-  result->profile.source = "cpu";
-  result->profile.device = "cpu";
-  result->profile.device_memory_bytes = PhysicalMemoryBytes();
-  result->profile.measurement["clock"] =
+  ASSIGN_OR_RETURN(CpuProfileResult result,
+                   cpu_profiler_internal::MeasureModel(
+                       config, options, at::Device(at::kCPU), *meter, timer));
+  result.threads = at::get_num_threads();
+  result.profile.source = "cpu";
+  result.profile.device = "cpu";
+  result.profile.device_memory_bytes = PhysicalMemoryBytes();
+  result.profile.measurement["clock"] =
       options.clock == HostClock::kProcessCpu ? "process_cpu" : "wall";
   return result;
 }

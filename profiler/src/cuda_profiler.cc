@@ -11,6 +11,7 @@
 #include "cpu_measure.h"
 #include "cupti_collector.h"
 #include "gpu_call.h"
+#include "sacplan/status_macros.h"
 #include "sacplan/executor/memory_meter.h"
 
 namespace sacplan {
@@ -68,12 +69,10 @@ absl::StatusOr<std::unique_ptr<CuptiSession>> StartCuptiSession(int device_index
     return absl::InvalidArgumentError(
         absl::StrCat("--device cuda:", device_index, ": must be >= 0"));
   }
-  absl::StatusOr<GpuInfo> gpu = OpenGpu(device_index);
-  if (!gpu.ok()) return gpu.status();
-  absl::StatusOr<std::unique_ptr<gpu_internal::CuptiCollector>> collector =
-      gpu_internal::CuptiCollector::Start();
-  if (!collector.ok()) return collector.status();
-  return std::unique_ptr<CuptiSession>(new CollectorSession(*std::move(collector)));
+  RETURN_IF_ERROR(OpenGpu(device_index).status());
+  ASSIGN_OR_RETURN(std::unique_ptr<gpu_internal::CuptiCollector> collector,
+                   gpu_internal::CuptiCollector::Start());
+  return std::unique_ptr<CuptiSession>(new CollectorSession(std::move(collector)));
 }
 
 absl::StatusOr<CudaProfileResult> MeasureCudaProfile(
@@ -82,33 +81,30 @@ absl::StatusOr<CudaProfileResult> MeasureCudaProfile(
     return absl::InvalidArgumentError(absl::StrCat(
         "--device cuda:", options.device_index, ": must be >= 0"));
   }
-  absl::StatusOr<GpuInfo> gpu = OpenGpu(options.device_index);
-  if (!gpu.ok()) return gpu.status();
+  ASSIGN_OR_RETURN(const GpuInfo gpu, OpenGpu(options.device_index));
   const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(options.device_index));
-  absl::StatusOr<std::unique_ptr<MemoryMeter>> meter = CreateMemoryMeter(device);
-  if (!meter.ok()) return meter.status();
-  absl::StatusOr<std::unique_ptr<gpu_internal::CuptiCollector>> collector =
-      gpu_internal::CuptiCollector::Start();
-  if (!collector.ok()) return collector.status();
-  GpuRunTimer timer(**collector);
+  ASSIGN_OR_RETURN(std::unique_ptr<MemoryMeter> meter, CreateMemoryMeter(device));
+  ASSIGN_OR_RETURN(std::unique_ptr<gpu_internal::CuptiCollector> collector,
+                   gpu_internal::CuptiCollector::Start());
+  GpuRunTimer timer(*collector);
 
   CpuProfileOptions harness;
   harness.warmup = options.warmup;
   harness.repeats = options.repeats;
   harness.seed = options.seed;
   harness.progress = options.progress;
-  absl::StatusOr<CpuProfileResult> measured =
-      cpu_profiler_internal::MeasureModel(config, harness, device, **meter, timer);
-  if (!measured.ok()) return measured.status();
+  ASSIGN_OR_RETURN(
+      CpuProfileResult measured,
+      cpu_profiler_internal::MeasureModel(config, harness, device, *meter, timer));
 
   CudaProfileResult result;
-  result.profile = std::move(measured->profile);
-  result.notes = std::move(measured->notes);
-  result.device_name = gpu->name;
+  result.profile = std::move(measured.profile);
+  result.notes = std::move(measured.notes);
+  result.device_name = gpu.name;
   result.totals = timer.totals();
   result.profile.source = "cupti";
-  result.profile.device = gpu->name;
-  result.profile.device_memory_bytes = gpu->memory_bytes;
+  result.profile.device = gpu.name;
+  result.profile.device_memory_bytes = gpu.memory_bytes;
   result.profile.measurement = MeasurementJson(options, result.totals);
   if (result.totals.dropped_records > 0) {
     result.notes.push_back(absl::StrCat(

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu_call.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan::gpu_internal {
 namespace {
@@ -143,7 +144,7 @@ absl::StatusOr<std::unique_ptr<CuptiCollector>> CuptiCollector::Start() {
     shared.error = absl::OkStatus();
   }
   std::unique_ptr<CuptiCollector> collector(new CuptiCollector);
-  if (absl::Status s = Enable(collector->subscriber_); !s.ok()) return s;
+  RETURN_IF_ERROR(Enable(collector->subscriber_));
   return collector;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/status_macros.h"
 
 namespace sacplan {
 namespace {
@@ -51,9 +52,8 @@ absl::StatusOr<double> WallClockTimer::TakeMedianMs(int skip) {
 }
 
 absl::Status GpuRunTimer::Begin(const std::string& label) {
-  absl::StatusOr<uint64_t> begin_ns = source_.IdleTimestampNs();
-  if (!begin_ns.ok()) return begin_ns.status();
-  const uint64_t id = log_.Open(label, *begin_ns);
+  ASSIGN_OR_RETURN(const uint64_t begin_ns, source_.IdleTimestampNs());
+  const uint64_t id = log_.Open(label, begin_ns);
   return source_.PushRange(id, label);
 }
 
@@ -61,10 +61,9 @@ absl::Status GpuRunTimer::End() {
   if (log_.open_ranges() == 0) {
     return absl::FailedPreconditionError("timer: End without Begin");
   }
-  if (absl::Status popped = source_.PopRange(); !popped.ok()) return popped;
-  absl::StatusOr<uint64_t> end_ns = source_.IdleTimestampNs();
-  if (!end_ns.ok()) return end_ns.status();
-  log_.Close(*end_ns);
+  RETURN_IF_ERROR(source_.PopRange());
+  ASSIGN_OR_RETURN(const uint64_t end_ns, source_.IdleTimestampNs());
+  log_.Close(end_ns);
   return absl::OkStatus();
 }
 
@@ -79,9 +78,8 @@ absl::StatusOr<double> GpuRunTimer::TakeMedianMs(int skip) {
     return absl::InvalidArgumentError(absl::StrCat(
         "timer: ", pending.size(), " runs, none left after skipping ", skip));
   }
-  absl::StatusOr<gpu::ActivityRecords> records = source_.Collect();
-  if (!records.ok()) return records.status();
-  const gpu::Attribution attribution = gpu::AttributeActivities(pending, *records);
+  ASSIGN_OR_RETURN(const gpu::ActivityRecords records, source_.Collect());
+  const gpu::Attribution attribution = gpu::AttributeActivities(pending, records);
   totals_.dropped_records += attribution.dropped_records;
   totals_.unattributed_activities += attribution.unattributed_activities;
   totals_.unattributed_busy_ms +=
@@ -90,17 +88,16 @@ absl::StatusOr<double> GpuRunTimer::TakeMedianMs(int skip) {
 
   std::vector<uint64_t> runs;
   for (const gpu::Range& range : pending) runs.push_back(range.id);
-  absl::StatusOr<gpu::MedianTime> median =
-      gpu::MedianBusyTime(attribution, runs, skip);
-  if (!median.ok()) return median.status();
-  totals_.lost_samples += median->lost_samples;
-  if (median->samples == 0) {
+  ASSIGN_OR_RETURN(const gpu::MedianTime median,
+                   gpu::MedianBusyTime(attribution, runs, skip));
+  totals_.lost_samples += median.lost_samples;
+  if (median.samples == 0) {
     return absl::DataLossError(absl::StrCat(
         "'", pending.back().label, "': all ", runs.size() - skip,
         " timed runs lost to dropped CUPTI records (", attribution.dropped_records,
         " dropped)"));
   }
-  return median->median_ms;
+  return median.median_ms;
 }
 
 }  // namespace sacplan

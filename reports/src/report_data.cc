@@ -14,14 +14,13 @@ namespace {
 // Simulates plan.masks with the timeline into plan.result, and replays the
 // step's allocations for plan.reserved_peak_bytes (the events are dropped).
 absl::Status SimulateForReport(const AnalyzedModel& model, ReportPlan& plan) {
-  absl::StatusOr<StepResult> result = SimulateStep(
-      model, plan.masks, plan.semantics, {.record_timeline = true, .record_events = true});
-  if (!result.ok()) return result.status();
-  absl::StatusOr<AllocatorStats> replay = ReplayStepEvents(result->events);
-  if (!replay.ok()) return replay.status();
-  plan.result = *std::move(result);
+  ASSIGN_OR_RETURN(StepResult result,
+                   SimulateStep(model, plan.masks, plan.semantics,
+                                {.record_timeline = true, .record_events = true}));
+  ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayStepEvents(result.events));
+  plan.result = std::move(result);
   plan.result.events = {};
-  plan.reserved_peak_bytes = replay->reserved_peak_bytes;
+  plan.reserved_peak_bytes = replay.reserved_peak_bytes;
   return absl::OkStatus();
 }
 

@@ -70,9 +70,8 @@ absl::StatusOr<RunLog> RunLogFromJson(const nlohmann::json& doc,
 }
 
 absl::StatusOr<RunLog> ReadRunLog(const std::string& path) {
-  absl::StatusOr<nlohmann::json> doc = json_reader::ReadJsonFile(path);
-  if (!doc.ok()) return doc.status();
-  return RunLogFromJson(*doc, path);
+  ASSIGN_OR_RETURN(const nlohmann::json doc, json_reader::ReadJsonFile(path));
+  return RunLogFromJson(doc, path);
 }
 
 }  // namespace sacplan::reports
