@@ -94,8 +94,12 @@ TEST_P(CpuProfilerTest, ValidProfileWithTheGraphsSizesAndMeasuredTimes) {
 }
 
 TEST_P(CpuProfilerTest, MeasuredSizesAgreeWithTheGraphBuilder) {
-  // Notes report measured fixed sizes that differ from the graph's.
+  // Notes report measured fixed sizes that differ from the graph's. The
+  // one note about time (a whole step measured faster than its parts,
+  // which a loaded machine can cause in a 3-step measurement) is not about
+  // sizes.
   for (const std::string& note : Measured(GetParam()).notes) {
+    if (note.rfind("a whole step measured", 0) == 0) continue;
     ADD_FAILURE() << note;
   }
 }
