@@ -16,19 +16,11 @@ import pytest
 import torch
 
 import fsdp_worker as worker
-from torchrun import torchrun
+from torchrun import assert_close, assert_same_steps, torchrun
 
 WORKER = Path(__file__).with_name("fsdp_worker.py")
 TIMEOUT_S = 240
-
-
-def _close(actual, expected, what):
-    # 1e-5 relative, elementwise, with the tensor's own scale as the floor
-    # for elements near zero (the ranks sum their halves of the batch in
-    # another order than one process does).
-    torch.testing.assert_close(actual, expected, rtol=1e-5,
-                               atol=1e-5 * float(expected.abs().max()),
-                               msg=lambda m: f"{what}: {m}")
+RTOL = 1e-5  # against one process
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +39,10 @@ def reference():
 def test_fsdp_training_equals_one_process(case, results, reference):
     got = results[case]
     assert len(got["losses"]) == worker.STEPS
-    for step in range(worker.STEPS):
-        _close(torch.tensor(got["losses"][step]), torch.tensor(reference["losses"][step]),
-               f"step {step} loss")
-        assert got["grads"][step].keys() == reference["grads"][step].keys()
-        for name, grad in reference["grads"][step].items():
-            assert torch.count_nonzero(grad) > 0, name
-            _close(got["grads"][step][name], grad, f"step {step} grad of {name}")
+    assert_same_steps(got, reference, worker.STEPS, RTOL)
     for name, param in reference["params"].items():
-        _close(got["params"][name], param, f"parameter {name} after {worker.STEPS} steps")
+        assert_close(got["params"][name], param, f"parameter {name} after {worker.STEPS} steps",
+                     RTOL)
 
 
 @pytest.mark.parametrize("case", [c for c in worker.CASES if c != "no_plan"])

@@ -11,10 +11,12 @@ import pytest
 import torch
 
 import ulysses_worker as worker
-from torchrun import torchrun
+from torchrun import assert_same_steps, torchrun
 
 WORKER = Path(__file__).with_name("ulysses_worker.py")
 TIMEOUT_S = 300
+# Against one process; the all-to-alls reorder more sums than FSDP does.
+RTOL = 1e-4
 # (world size, sequence-parallel degree): pure SP on 2 ranks; 2 data-parallel
 # groups of SP 2 on 4 ranks.
 LAYOUTS = [(2, 2), (4, 2)]
@@ -48,25 +50,12 @@ def reference(dp: int) -> dict:
     return out
 
 
-def _close(actual, expected, what):
-    # The ranks sum partial gradients in another order than one process.
-    torch.testing.assert_close(actual, expected, rtol=1e-4,
-                               atol=1e-5 * float(expected.abs().max()),
-                               msg=lambda m: f"{what}: {m}")
-
-
 @pytest.mark.parametrize("case", ["no_plan", "full_plan"])
 def test_training_equals_one_process(layout, case):
     world, sp, results = layout
     expected = reference(world // sp)
     got = results[case]
-    for step in range(worker.STEPS):
-        _close(torch.tensor(got["losses"][step]), torch.tensor(expected["losses"][step]),
-               f"step {step} loss")
-        assert got["grads"][step].keys() == expected["grads"][step].keys()
-        for name, grad in expected["grads"][step].items():
-            assert torch.count_nonzero(grad) > 0, name
-            _close(got["grads"][step][name], grad, f"step {step} grad of {name}")
+    assert_same_steps(got, expected, worker.STEPS, RTOL)
 
 
 def test_backward_never_reissues_collectives(layout):

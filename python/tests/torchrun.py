@@ -1,4 +1,5 @@
-"""Launches a test worker on CPU ranks with torchrun (gloo), bounded in time."""
+"""Launches a test worker on CPU ranks with torchrun (gloo), bounded in time,
+and compares what the ranks trained with one process."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 
 def torchrun(worker: Path, ranks: int, args, port: int, timeout_s: int) -> None:
@@ -26,3 +28,24 @@ def torchrun(worker: Path, ranks: int, args, port: int, timeout_s: int) -> None:
         lines = [l for l in (proc.stdout + proc.stderr).splitlines()
                  if l.startswith("[rank") or "Error" in l]
         pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(lines[-60:]))
+
+
+def assert_close(actual, expected, what: str, rtol: float) -> None:
+    """`rtol` relative, elementwise, with 1e-5 of the tensor's own scale as the
+    floor for elements near zero: the ranks sum partial results in another
+    order than one process does."""
+    torch.testing.assert_close(actual, expected, rtol=rtol,
+                               atol=1e-5 * float(expected.abs().max()),
+                               msg=lambda m: f"{what}: {m}")
+
+
+def assert_same_steps(got: dict, expected: dict, steps: int, rtol: float) -> None:
+    """Every step's loss and every parameter gradient (each nonzero in the
+    reference, so that a gradient lost on the ranks cannot pass) agree."""
+    for step in range(steps):
+        assert_close(torch.tensor(got["losses"][step]), torch.tensor(expected["losses"][step]),
+                     f"step {step} loss", rtol)
+        assert got["grads"][step].keys() == expected["grads"][step].keys()
+        for name, grad in expected["grads"][step].items():
+            assert torch.count_nonzero(grad) > 0, name
+            assert_close(got["grads"][step][name], grad, f"step {step} grad of {name}", rtol)
