@@ -11,11 +11,11 @@
 #include "commands.h"
 #include "common.h"
 #include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/bytes.h"
 #include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/reserved_budget.h"
-#include "sacplan/planner/bytes.h"
-#include "sacplan/planner/plan.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/status_macros.h"
 

@@ -37,14 +37,15 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
                    PlanExecutor::Create(model, std::move(masks), Semantics::kSacplan));
   // The first steps create the optimizer's state and grow the heap: as
   // many untimed as the op measurements, and at least one. Then timed steps
-  // alternate: odd ones read the clocks around every op, even ones time the
-  // whole step alone (reading the clocks costs a step time of its own: the
-  // CPU clock is a system call, which a training step does not pay).
-  // Alternating, both see the same load on a shared machine, so the
+  // come in pairs: the first reads the clocks around every op, the second
+  // times the whole step alone (reading the clocks costs a step time of its
+  // own: the CPU clock is a system call, which a training step does not
+  // pay). Alternating, both see the same load on a shared machine, so the
   // difference between them, the step's overhead, does not swing with it.
   const int skipped = std::max(1, options.warmup);
-  int step = 0;
-  const auto observed = [&](int s) { return s >= skipped && (s - skipped) % 2 == 0; };
+  const auto observed = [&](int step) {
+    return step >= skipped && (step - skipped) % 2 == 0;
+  };
   // Per (op, kind): its times in every block of every observed step.
   std::map<std::pair<int, StepKind>, std::vector<double>> op_ms;
   const bool cpu_clock = options.clock == HostClock::kProcessCpu;
@@ -54,9 +55,8 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
   TrainOptions train;
   train.steps = skipped + 2 * options.repeats;
   train.seed = options.seed;
-  train.on_step = [&](const StepRecord&) {
-    ++step;
-    executor->set_op_observer(observed(step) ? record_op : OpObserver{});
+  train.on_step = [&](const StepRecord& done) {
+    executor->set_op_observer(observed(done.step + 1) ? record_op : OpObserver{});
   };
   absl::StatusOr<TrainResult> result;
   try {

@@ -38,6 +38,7 @@ sys.path.insert(0, str(EXAMPLES))
 
 import sacplan_torch  # noqa: E402
 import ulysses_dit  # noqa: E402
+from sacplan_torch.naming import is_collective  # noqa: E402
 
 STEPS = 2
 LR = 0.1
@@ -45,14 +46,15 @@ SIZE = "small"
 
 
 class CollectiveCounter(TorchDispatchMode):
-    """Counts `_c10d_functional` calls by name (all_to_all_single, wait_tensor)."""
+    """Counts the calls apply_plan treats as collectives, by name
+    (all_to_all_single, wait_tensor)."""
 
     def __init__(self):
         super().__init__()
         self.counts: Counter = Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "namespace", "") == "_c10d_functional":
+        if is_collective(func):
             self.counts[func.overloadpacket.__name__] += 1
         return func(*args, **(kwargs or {}))
 
