@@ -42,10 +42,16 @@ if ! python3 -c 'import torch' >/dev/null 2>&1; then
   fi
 fi
 
+# Python packages the bridge and its tests import besides torch. torch's wheel
+# does not require NumPy, yet torch.distributed's *_object collectives (the
+# FSDP and Ulysses tests) and torch's import need it.
+for module in numpy pytest; do
+  if ! python3 -c "import ${module}" >/dev/null 2>&1; then
+    echo "sacplan: installing ${module} from PyPI" >&2
+    python3 -m pip install --quiet "${module}"
+  fi
+done
+
 # The bridge to PyTorch trainers, installed editable from this checkout every
 # time (a clone elsewhere must not keep importing an older checkout's copy).
-if ! python3 -c 'import pytest' >/dev/null 2>&1; then
-  echo "sacplan: installing pytest from PyPI" >&2
-  python3 -m pip install --quiet pytest
-fi
 python3 -m pip install --quiet --no-deps -e python/
