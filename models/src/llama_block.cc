@@ -12,7 +12,7 @@ using models_internal::BlockBuilder;
 using models_internal::MakeTensor;
 
 namespace {
-constexpr const char* kF32 = "float32";
+constexpr const char* kF32 = dtype_name::kFloat32;
 }  // namespace
 
 Block BuildLlamaBlock(const ModelConfig& c, int index, int sp) {
@@ -26,7 +26,7 @@ Block BuildLlamaBlock(const ModelConfig& c, int index, int sp) {
   bb.AddInput(MakeTensor("rope", {2, s, head_dim}, kF32, false), InputKind::kShared);
 
   auto rms_norm = [&](const std::string& id, const std::string& in) {
-    Op& op = bb.AddOp(id, "rms_norm", {in}, {MakeTensor(id + ".out", {b, s, d}, act)},
+    Op& op = bb.AddOp(id, op_kind::kRmsNorm, {in}, {MakeTensor(id + ".out", {b, s, d}, act)},
                       {in}, /*flops_per_element=*/4);
     bb.SetParams(op, d);
   };
@@ -35,9 +35,9 @@ Block BuildLlamaBlock(const ModelConfig& c, int index, int sp) {
   bb.AddLinear("self_attn.q_proj", "input_layernorm.out", d, false, act);
   bb.AddLinear("self_attn.k_proj", "input_layernorm.out", kv_dim, false, act);
   bb.AddLinear("self_attn.v_proj", "input_layernorm.out", kv_dim, false, act);
-  bb.AddOp("self_attn.rope_q", "rope", {"self_attn.q_proj.out", "rope"},
+  bb.AddOp("self_attn.rope_q", op_kind::kRope, {"self_attn.q_proj.out", "rope"},
            {MakeTensor("self_attn.rope_q.out", {b, s, d}, act)}, {"rope"}, 6);
-  bb.AddOp("self_attn.rope_k", "rope", {"self_attn.k_proj.out", "rope"},
+  bb.AddOp("self_attn.rope_k", op_kind::kRope, {"self_attn.k_proj.out", "rope"},
            {MakeTensor("self_attn.rope_k.out", {b, s, kv_dim}, act)}, {"rope"}, 6);
 
   std::vector<std::string> qkv = {"self_attn.rope_q.out", "self_attn.rope_k.out",
@@ -49,7 +49,7 @@ Block BuildLlamaBlock(const ModelConfig& c, int index, int sp) {
     qkv[1] = bb.AddAllToAll("self_attn.a2a_k", qkv[1], {b, attn_s, kv_dim / sp});
     qkv[2] = bb.AddAllToAll("self_attn.a2a_v", qkv[2], {b, attn_s, kv_dim / sp});
   }
-  Op& attn = bb.AddOp("self_attn.attn", "attention", qkv,
+  Op& attn = bb.AddOp("self_attn.attn", op_kind::kAttention, qkv,
                       {MakeTensor("self_attn.attn.out", {b, attn_s, attn_d}, act),
                        MakeTensor("self_attn.attn.lse", {b, c.heads / sp, attn_s}, kF32,
                                   false)},
@@ -61,18 +61,18 @@ Block BuildLlamaBlock(const ModelConfig& c, int index, int sp) {
       sp > 1 ? bb.AddAllToAll("self_attn.a2a_out", "self_attn.attn.out", {b, s, d})
              : "self_attn.attn.out";
   bb.AddLinear("self_attn.o_proj", attn_out, d, false, act);
-  bb.AddOp("residual1", "add", {"x", "self_attn.o_proj.out"},
+  bb.AddOp("residual1", op_kind::kAdd, {"x", "self_attn.o_proj.out"},
            {MakeTensor("residual1.out", {b, s, d}, act)}, {}, 1);
 
   rms_norm("post_attention_layernorm", "residual1.out");
   bb.AddLinear("mlp.gate_proj", "post_attention_layernorm.out", f, false, act);
   bb.AddLinear("mlp.up_proj", "post_attention_layernorm.out", f, false, act);
   // silu(gate) * up: its backward needs both operands.
-  bb.AddOp("mlp.act", "swiglu", {"mlp.gate_proj.out", "mlp.up_proj.out"},
+  bb.AddOp("mlp.act", op_kind::kSwiglu, {"mlp.gate_proj.out", "mlp.up_proj.out"},
            {MakeTensor("mlp.act.out", {b, s, f}, act)},
            {"mlp.gate_proj.out", "mlp.up_proj.out"}, /*flops_per_element=*/5);
   bb.AddLinear("mlp.down_proj", "mlp.act.out", d, false, act);
-  bb.AddOp("residual2", "add", {"residual1.out", "mlp.down_proj.out"},
+  bb.AddOp("residual2", op_kind::kAdd, {"residual1.out", "mlp.down_proj.out"},
            {MakeTensor("residual2.out", {b, s, d}, act)}, {}, 1);
   return bb.Finish("residual2.out");
 }

@@ -193,14 +193,6 @@ absl::StatusOr<ModelConfig> ModelConfigByName(const std::string& name) {
                                           ")"));
 }
 
-int64_t DtypeBytes(const std::string& dtype) {
-  if (dtype == "bfloat16" || dtype == "float16") return 2;
-  if (dtype == "float32") return 4;
-  if (dtype == "float64") return 8;
-  if (dtype == "complex128") return 16;
-  return 0;
-}
-
 absl::Status ApplyOverrides(const nlohmann::json& overrides,
                             ModelConfig& config) {
   if (!overrides.is_object()) {
@@ -305,7 +297,9 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
   const std::pair<const char*, const std::string*> dtypes[] = {
       {"act_dtype", &c.act_dtype}, {"param_dtype", &c.param_dtype}};
   for (const auto& [key, dtype] : dtypes) {
-    if (*dtype != "bfloat16" && *dtype != "float16" && *dtype != "float32") {
+    // Training runs in the floating types of 2 and 4 bytes.
+    const std::optional<Dtype> parsed = ParseDtype(*dtype);
+    if (!parsed || *parsed == Dtype::kFloat64 || *parsed == Dtype::kComplex128) {
       return KeyError(key, absl::StrCat("unknown dtype \"", *dtype,
                                         "\" (known: bfloat16, float16, float32)"));
     }

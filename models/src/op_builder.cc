@@ -70,7 +70,7 @@ Op& BlockBuilder::AddLinear(const std::string& id, const std::string& input,
   const int64_t rows = Numel(x.shape) / in_features;
   std::vector<int64_t> shape = x.shape;
   shape.back() = out_features;
-  Op& op = AddOp(id, "linear", {input},
+  Op& op = AddOp(id, op_kind::kLinear, {input},
                  {MakeTensor(id + ".out", shape, out_dtype)}, {input}, 0);
   op.has_bias = bias;
   op.flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in_features) *
@@ -85,7 +85,7 @@ Op& BlockBuilder::AddLinear(const std::string& id, const std::string& input,
 std::string BlockBuilder::AddAllToAll(const std::string& id, const std::string& input,
                                       std::vector<int64_t> shape) {
   const std::string dtype = Tensor(input).dtype;
-  Op& op = AddOp(id, "all_to_all", {input},
+  Op& op = AddOp(id, op_kind::kAllToAll, {input},
                  {MakeTensor(id + ".out", std::move(shape), dtype)}, {}, 0);
   op.collective = true;
   return id + ".out";

@@ -16,7 +16,7 @@ using models_internal::MakeTensor;
 
 namespace {
 
-constexpr const char* kF32 = "float32";
+constexpr const char* kF32 = dtype_name::kFloat32;
 
 // q/k/v/o projections with RMS qk-norm, shared by self- and cross-attention.
 // `q_in` is the query source, `kv_in` the key/value source ([b, kv_len, d]).
@@ -31,7 +31,7 @@ void AddAttention(BlockBuilder& bb, const ModelConfig& c, int sp,
   const int64_t attn_s = ulysses ? c.tokens : s, attn_d = ulysses ? d / sp : d;
 
   auto norm = [&](const std::string& id, const std::string& in) {
-    Op& op = bb.AddOp(id, "rms_norm", {in},
+    Op& op = bb.AddOp(id, op_kind::kRmsNorm, {in},
                       {MakeTensor(id + ".out", bb.Tensor(in).shape, act)},
                       {in}, /*flops_per_element=*/4);
     bb.SetParams(op, d);  // RMSNorm weight
@@ -48,7 +48,7 @@ void AddAttention(BlockBuilder& bb, const ModelConfig& c, int sp,
     for (const char* which : {"q", "k"}) {
       const std::string id = prefix + ".rope_" + which;
       const std::string in = prefix + ".norm_" + which + ".out";
-      bb.AddOp(id, "rope", {in, "freqs"}, {MakeTensor(id + ".out", {b, s, d}, act)},
+      bb.AddOp(id, op_kind::kRope, {in, "freqs"}, {MakeTensor(id + ".out", {b, s, d}, act)},
                {"freqs"}, /*flops_per_element=*/6);
     }
     q = prefix + ".rope_q.out";
@@ -62,7 +62,7 @@ void AddAttention(BlockBuilder& bb, const ModelConfig& c, int sp,
   }
   const std::string attn = prefix + ".attn";
   // Flash attention keeps the output and the log-sum-exp for its backward.
-  Op& op = bb.AddOp(attn, "attention", {q, k, v},
+  Op& op = bb.AddOp(attn, op_kind::kAttention, {q, k, v},
                     {MakeTensor(attn + ".out", {b, attn_s, attn_d}, act),
                      MakeTensor(attn + ".lse", {b, c.heads / (ulysses ? sp : 1), attn_s},
                                 kF32, false)},
@@ -80,27 +80,28 @@ void AddAttention(BlockBuilder& bb, const ModelConfig& c, int sp,
 // norm(x) * (1 + scale) + shift, in the activation dtype for the linears.
 void AddNormModulate(BlockBuilder& bb, const ModelConfig& c, int sp,
                      const std::string& norm, const std::string& modulate,
-                     const std::string& x) {
+                     const char* modulate_kind, const std::string& x) {
   const int64_t b = c.batch, s = c.tokens / sp, d = c.dim;
-  bb.AddOp(norm, "layer_norm", {x},
+  bb.AddOp(norm, op_kind::kLayerNorm, {x},
            {MakeTensor(norm + ".out", {b, s, d}, kF32),
             MakeTensor(norm + ".stats", {b, s, 2}, kF32, false)},
            {x, norm + ".stats"}, /*flops_per_element=*/5);
-  bb.AddOp(modulate, "elementwise", {norm + ".out", "modulation.out"},
+  bb.AddOp(modulate, modulate_kind, {norm + ".out", "modulation.out"},
            {MakeTensor(modulate + ".out", {b, s, d}, c.act_dtype)},
            {norm + ".out", "modulation.out"}, /*flops_per_element=*/3);
 }
 
 // x + y * gate: the gate product in fp32, then the residual add.
 void AddGatedResidual(BlockBuilder& bb, const ModelConfig& c, int sp,
-                      const std::string& gate, const std::string& residual,
+                      const std::string& gate, const char* gate_kind,
+                      const std::string& residual,
                       const std::string& x, const std::string& y) {
   const int64_t b = c.batch, s = c.tokens / sp, d = c.dim;
-  bb.AddOp(gate, "elementwise", {y, "modulation.out"},
+  bb.AddOp(gate, gate_kind, {y, "modulation.out"},
            {MakeTensor(gate + ".out", {b, s, d}, kF32)}, {y, "modulation.out"},
            /*flops_per_element=*/1);
   // An add's backward passes the gradient through: it needs nothing saved.
-  bb.AddOp(residual, "add", {x, gate + ".out"},
+  bb.AddOp(residual, op_kind::kAdd, {x, gate + ".out"},
            {MakeTensor(residual + ".out", {b, s, d}, kF32)}, {}, 1);
 }
 
@@ -114,36 +115,39 @@ Block BuildWanBlock(const ModelConfig& c, int index, int sp) {
   bb.AddInput(MakeTensor("e", {b, 6, d}, kF32), InputKind::kShared);
   bb.AddInput(MakeTensor("context", {b, c.text_tokens, d}, act), InputKind::kShared);
   // RoPE table: complex128 per (position, channel pair); a constant.
-  bb.AddInput(MakeTensor("freqs", {s, d / c.heads / 2}, "complex128", false),
+  bb.AddInput(MakeTensor("freqs", {s, d / c.heads / 2}, dtype_name::kComplex128, false),
               InputKind::kShared);
 
   // modulation (a [1, 6, d] parameter) + e; backward of an add needs nothing.
-  Op& mod = bb.AddOp("modulation", "elementwise", {"e"},
+  Op& mod = bb.AddOp("modulation", op_kind::kWanModulation, {"e"},
                      {MakeTensor("modulation.out", {b, 6, d}, kF32)}, {}, 1);
   bb.SetParams(mod, 6 * d);
 
-  AddNormModulate(bb, c, sp, "norm1", "modulate1", "x");
+  AddNormModulate(bb, c, sp, "norm1", "modulate1", op_kind::kWanModulateAttn, "x");
   AddAttention(bb, c, sp, "self_attn", "modulate1.out", "modulate1.out", true);
-  AddGatedResidual(bb, c, sp, "gate1", "residual1", "x", "self_attn.o.out");
+  AddGatedResidual(bb, c, sp, "gate1", op_kind::kWanGateAttn, "residual1", "x",
+                   "self_attn.o.out");
 
   // norm3 is an affine LayerNorm (cross_attn_norm=True) whose output goes
   // straight into the cross-attention query, so it is emitted in act dtype.
-  Op& norm3 = bb.AddOp("norm3", "layer_norm", {"residual1.out"},
+  Op& norm3 = bb.AddOp("norm3", op_kind::kLayerNorm, {"residual1.out"},
                        {MakeTensor("norm3.out", {b, s, d}, act),
                         MakeTensor("norm3.stats", {b, s, 2}, kF32, false)},
                        {"residual1.out", "norm3.stats"}, 5);
   bb.SetParams(norm3, 2 * d);
   AddAttention(bb, c, sp, "cross_attn", "norm3.out", "context", false);
   // The cross-attention residual is ungated.
-  bb.AddOp("residual2", "add", {"residual1.out", "cross_attn.o.out"},
+  bb.AddOp("residual2", op_kind::kAdd, {"residual1.out", "cross_attn.o.out"},
            {MakeTensor("residual2.out", {b, s, d}, kF32)}, {}, 1);
 
-  AddNormModulate(bb, c, sp, "norm2", "modulate2", "residual2.out");
+  AddNormModulate(bb, c, sp, "norm2", "modulate2", op_kind::kWanModulateFfn,
+                  "residual2.out");
   bb.AddLinear("ffn.0", "modulate2.out", f, true, act);
-  bb.AddOp("ffn.1", "gelu", {"ffn.0.out"}, {MakeTensor("ffn.1.out", {b, s, f}, act)},
+  bb.AddOp("ffn.1", op_kind::kGelu, {"ffn.0.out"}, {MakeTensor("ffn.1.out", {b, s, f}, act)},
            {"ffn.0.out"}, /*flops_per_element=*/8);  // tanh approximation
   bb.AddLinear("ffn.2", "ffn.1.out", d, true, act);
-  AddGatedResidual(bb, c, sp, "gate2", "residual3", "residual2.out", "ffn.2.out");
+  AddGatedResidual(bb, c, sp, "gate2", op_kind::kWanGateFfn, "residual3", "residual2.out",
+                   "ffn.2.out");
   return bb.Finish("residual3.out");
 }
 

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/planner/op_kinds.h"
 
 namespace sacplan {
 
@@ -65,9 +66,9 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     node.never_save = op.never_save;
     // Autograd's AddBackward and CloneBackward return the output's gradient
     // itself to every input of its size.
-    node.passes_grad_through =
-        (op.kind == "add" || op.kind == "clone") && op.outputs.size() == 1;
-    node.splits_grad = (op.kind == "cat" || op.kind == "stack") && op.outputs.size() == 1;
+    const GradFlow flow = KindInfo(op.kind).grad_flow;
+    node.passes_grad_through = flow == GradFlow::kPassesThrough && op.outputs.size() == 1;
+    node.splits_grad = flow == GradFlow::kSplits && op.outputs.size() == 1;
     a.param_bytes += op.param_bytes;
     a.fwd_ms += op.fwd_ms;
     a.bwd_ms += op.bwd_ms;

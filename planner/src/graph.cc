@@ -285,7 +285,7 @@ bool SameTensor(const TensorInfo& a, const TensorInfo& b) {
 }
 
 bool SameOp(const Op& a, const Op& b) {
-  if (a.id != b.id || a.inputs != b.inputs ||
+  if (OpIdentity(a) != OpIdentity(b) ||
       a.backward_needs != b.backward_needs || a.fwd_ms != b.fwd_ms ||
       a.bwd_ms != b.bwd_ms || a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
@@ -301,6 +301,14 @@ bool SameOp(const Op& a, const Op& b) {
 }
 
 }  // namespace
+
+std::vector<std::string_view> OpIdentity(const Op& op) {
+  std::vector<std::string_view> identity = {op.id, op.kind};
+  for (const std::string& in : op.inputs) identity.push_back(in);
+  identity.push_back("->");
+  for (const TensorInfo& out : op.outputs) identity.push_back(out.id);
+  return identity;
+}
 
 bool SameStructure(const Block& a, const Block& b) {
   if (a.output != b.output || a.inputs.size() != b.inputs.size() ||

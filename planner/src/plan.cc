@@ -85,11 +85,7 @@ std::string GraphFingerprint(const Model& model) {
     for (const BlockInput& in : block.inputs) mix(in.tensor.id);
     for (const Op& op : block.ops) {
       mix("op");
-      mix(op.id);
-      mix(op.kind);
-      for (const std::string& in : op.inputs) mix(in);
-      mix("->");
-      for (const TensorInfo& out : op.outputs) mix(out.id);
+      for (const std::string_view token : OpIdentity(op)) mix(token);
     }
     mix(block.output);
   }

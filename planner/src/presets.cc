@@ -5,20 +5,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sacplan/planner/op_kinds.h"
 
 namespace sacplan {
 namespace {
-
-bool IsMatmul(const std::string& kind) {
-  return kind == "linear" || kind == "matmul" || kind == "mm" || kind == "addmm";
-}
 
 SaveMask BlockMask(const Block& block, const std::string& name) {
   SaveMask mask(block.ops.size(), false);
   int matmuls_seen = 0;
   for (size_t k = 0; k < block.ops.size(); ++k) {
     const std::string& kind = block.ops[k].kind;
-    const bool attention = kind == "attention";
+    const OpClass op_class = KindInfo(kind).op_class;
+    const bool attention = op_class == OpClass::kAttention;
     if (name == "none") {
       mask[k] = true;
     } else if (name == "attn_only") {
@@ -28,7 +26,7 @@ SaveMask BlockMask(const Block& block, const std::string& name) {
     } else if (name == "torchtitan") {
       // TorchTitan counts matmuls per checkpointed region and saves the
       // odd-numbered ones (1st, 3rd, ...).
-      if (IsMatmul(kind)) mask[k] = (++matmuls_seen % 2) == 1;
+      if (op_class == OpClass::kGemm) mask[k] = (++matmuls_seen % 2) == 1;
       if (attention) mask[k] = true;
     }
     // "full": nothing but collectives, which LowerBlock always keeps.

@@ -69,14 +69,6 @@ TimeLaw FitLaw(const std::set<Row>& rows) {
 
 }  // namespace
 
-OpClass OpClassOf(const std::string& kind) {
-  if (kind == "linear" || kind == "matmul" || kind == "mm" || kind == "addmm") {
-    return OpClass::kGemm;
-  }
-  if (kind == "attention") return OpClass::kAttention;
-  return OpClass::kMemoryBound;
-}
-
 const char* OpClassName(OpClass op_class) {
   switch (op_class) {
     case OpClass::kGemm: return "gemm";
@@ -117,7 +109,7 @@ absl::StatusOr<RooflineCalibration> CalibrateRoofline(
           return absl::InvalidArgumentError(
               absl::StrCat(where, ": fwd_ms and bwd_ms must be > 0 to calibrate from"));
         }
-        const int c = static_cast<int>(OpClassOf(op.kind));
+        const int c = static_cast<int>(KindInfo(op.kind).op_class);
         fwd_rows[c].insert({op.flops / 1e9, op.bytes_moved / 1e9, op.fwd_ms});
         bwd_rows[c].insert({op.flops / 1e9, op.bytes_moved / 1e9, op.bwd_ms});
       }
@@ -185,7 +177,7 @@ void ApplyCalibration(const RooflineCalibration& calibration, const ModelConfig&
   for (Block& block : model.blocks) {
     for (Op& op : block.ops) {
       if (op.collective) continue;  // keeps the roofline's interconnect time
-      const int c = static_cast<int>(OpClassOf(op.kind));
+      const int c = static_cast<int>(KindInfo(op.kind).op_class);
       if (calibration.fwd[c].samples > 0) {
         op.fwd_ms = calibration.fwd[c].PredictMs(op.flops, op.bytes_moved);
       }

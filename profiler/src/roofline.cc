@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "sacplan/planner/op_kinds.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {
@@ -28,15 +29,15 @@ double KernelMs(const DevicePreset& d, double flops, double efficiency,
 }
 
 void TimeOp(const DevicePreset& d, int sp, Op& op) {
-  if (op.kind == "all_to_all") {
+  if (op.kind == op_kind::kAllToAll) {
     // The backward is the reverse all-to-all of a same-sized gradient.
     op.fwd_ms = AllToAllMs(d, sp, op.outputs.at(0).bytes);
     op.bwd_ms = op.fwd_ms;
-  } else if (op.kind == "linear") {
+  } else if (op.kind == op_kind::kLinear) {
     op.fwd_ms = KernelMs(d, op.flops, d.gemm_efficiency, op.bytes_moved, 1);
     op.bwd_ms = KernelMs(d, kLinearBwdFlops * op.flops, d.gemm_efficiency,
                          kBwdBytes * op.bytes_moved, 2);  // dgrad + wgrad
-  } else if (op.kind == "attention") {
+  } else if (op.kind == op_kind::kAttention) {
     op.fwd_ms = KernelMs(d, op.flops, d.attn_fwd_efficiency, op.bytes_moved, 1);
     // FlashAttention backward: a preprocessing kernel, then the main one.
     op.bwd_ms = KernelMs(d, kAttnBwdFlops * op.flops, d.attn_bwd_efficiency,

@@ -222,12 +222,5 @@ TEST(ModelConfigTest, ConfigFileErrorsNameFileAndKey) {
   EXPECT_FALSE(ReadModelConfigFile(::testing::TempDir() + "missing.json").ok());
 }
 
-TEST(ModelConfigTest, DtypeBytes) {
-  EXPECT_EQ(DtypeBytes("bfloat16"), 2);
-  EXPECT_EQ(DtypeBytes("float32"), 4);
-  EXPECT_EQ(DtypeBytes("complex128"), 16);
-  EXPECT_EQ(DtypeBytes("int4"), 0);
-}
-
 }  // namespace
 }  // namespace sacplan

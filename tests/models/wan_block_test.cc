@@ -27,9 +27,9 @@ struct ExpectedOp {
 // Written out from wan/modules/model.py, independently of the builder.
 const std::vector<ExpectedOp>& Expected() {
   static const std::vector<ExpectedOp> ops = {
-      {"modulation", "elementwise", {"e"}, {}},
+      {"modulation", "wan_modulation", {"e"}, {}},
       {"norm1", "layer_norm", {"x"}, {"x", "norm1.stats"}},
-      {"modulate1", "elementwise", {"norm1.out", "modulation.out"},
+      {"modulate1", "wan_modulate_attn", {"norm1.out", "modulation.out"},
        {"norm1.out", "modulation.out"}},
       {"self_attn.q", "linear", {"modulate1.out"}, {"modulate1.out"}},
       {"self_attn.norm_q", "rms_norm", {"self_attn.q.out"}, {"self_attn.q.out"}},
@@ -43,7 +43,7 @@ const std::vector<ExpectedOp>& Expected() {
        {"self_attn.rope_q.out", "self_attn.rope_k.out", "self_attn.v.out",
         "self_attn.attn.out", "self_attn.attn.lse"}},
       {"self_attn.o", "linear", {"self_attn.attn.out"}, {"self_attn.attn.out"}},
-      {"gate1", "elementwise", {"self_attn.o.out", "modulation.out"},
+      {"gate1", "wan_gate_attn", {"self_attn.o.out", "modulation.out"},
        {"self_attn.o.out", "modulation.out"}},
       {"residual1", "add", {"x", "gate1.out"}, {}},
       {"norm3", "layer_norm", {"residual1.out"}, {"residual1.out", "norm3.stats"}},
@@ -59,12 +59,12 @@ const std::vector<ExpectedOp>& Expected() {
       {"cross_attn.o", "linear", {"cross_attn.attn.out"}, {"cross_attn.attn.out"}},
       {"residual2", "add", {"residual1.out", "cross_attn.o.out"}, {}},
       {"norm2", "layer_norm", {"residual2.out"}, {"residual2.out", "norm2.stats"}},
-      {"modulate2", "elementwise", {"norm2.out", "modulation.out"},
+      {"modulate2", "wan_modulate_ffn", {"norm2.out", "modulation.out"},
        {"norm2.out", "modulation.out"}},
       {"ffn.0", "linear", {"modulate2.out"}, {"modulate2.out"}},
       {"ffn.1", "gelu", {"ffn.0.out"}, {"ffn.0.out"}},
       {"ffn.2", "linear", {"ffn.1.out"}, {"ffn.1.out"}},
-      {"gate2", "elementwise", {"ffn.2.out", "modulation.out"},
+      {"gate2", "wan_gate_ffn", {"ffn.2.out", "modulation.out"},
        {"ffn.2.out", "modulation.out"}},
       {"residual3", "add", {"residual2.out", "gate2.out"}, {}},
   };

@@ -54,13 +54,6 @@ TEST(TorchModelTest, KernelImplNamesRoundTripAndUnknownIsRejected) {
   EXPECT_EQ(ParseKernelImpl("triton").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(TorchModelTest, ScalarTypeOfNamesAndRejects) {
-  EXPECT_EQ(*ScalarTypeOf("bfloat16"), at::kBFloat16);
-  EXPECT_EQ(*ScalarTypeOf("float16"), at::kHalf);
-  EXPECT_EQ(*ScalarTypeOf("float32"), at::kFloat);
-  EXPECT_EQ(ScalarTypeOf("int8").status().code(), absl::StatusCode::kInvalidArgument);
-}
-
 TEST(TorchModelTest, ParameterBytesMatchGraphFixedMemory) {
   for (const char* name : {"wan-tiny", "llama-tiny"}) {
     SCOPED_TRACE(name);

@@ -7,8 +7,12 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 #include "sacplan/models/torch_model.h"
+#include "sacplan/planner/op_kinds.h"
+#include "torch_ops.h"
 #include "torch_test_util.h"
 
 namespace sacplan::testing {
@@ -53,7 +57,7 @@ std::vector<at::Tensor> OpInputs(const TorchModel& model, const Op& op,
     if (shared.count(id) != 0) {
       t = shared.at(id).detach().clone();
     } else {
-      t = at::normal(0, 1, info.shape, gen).to(*ScalarTypeOf(info.dtype));
+      t = at::normal(0, 1, info.shape, gen).to(torch_internal::ScalarOf(info.dtype));
     }
     if (info.requires_grad) t.set_requires_grad(true);
     inputs.push_back(t);
@@ -215,6 +219,19 @@ TEST_P(TorchOpsTest, BackwardFromNeedsOnlyMatchesAutogradAndOutputsMatchGraph) {
 // Half-precision activations (bf16, the default, and fp16): every op's
 // outputs and gradients keep the graph's dtypes and shapes, running on
 // needs only.
+// One dtype table: every name the planner's table knows maps to a LibTorch
+// type of the size the table gives.
+TEST(ScalarOfTest, MapsEveryTableDtypeToItsSize) {
+  for (const Dtype dtype : {Dtype::kFloat32, Dtype::kBFloat16, Dtype::kFloat16,
+                            Dtype::kFloat64, Dtype::kComplex128}) {
+    const std::string name = DtypeName(dtype);
+    SCOPED_TRACE(name);
+    EXPECT_EQ(static_cast<int64_t>(c10::elementSize(torch_internal::ScalarOf(name))),
+              DtypeBytes(name));
+  }
+  EXPECT_THROW(torch_internal::ScalarOf("int8"), std::invalid_argument);
+}
+
 TEST(TorchOpsLowPrecisionTest, OutputsAndGradientsKeepGraphDtypes) {
   for (const char* dtype : {"bfloat16", "float16"})
   for (const char* name : {"wan-tiny", "llama-tiny"}) {

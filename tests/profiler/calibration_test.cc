@@ -48,7 +48,7 @@ MeasuredProfile Synthetic(const ModelConfig& config, const Truth& t) {
   MeasuredProfile m{*BuildModelGraph(config), config};
   for (Block& block : m.model.blocks) {
     for (Op& op : block.ops) {
-      const int c = static_cast<int>(OpClassOf(op.kind));
+      const int c = static_cast<int>(KindInfo(op.kind).op_class);
       op.fwd_ms = t.fwd[c].PredictMs(op.flops, op.bytes_moved);
       op.bwd_ms = t.bwd[c].PredictMs(op.flops, op.bytes_moved);
     }
@@ -70,11 +70,11 @@ double BlockMs(const Model& model) {
 }
 
 TEST(CalibrationTest, ClassesFollowTheRooflinesKinds) {
-  EXPECT_EQ(OpClassOf("linear"), OpClass::kGemm);
-  EXPECT_EQ(OpClassOf("addmm"), OpClass::kGemm);
-  EXPECT_EQ(OpClassOf("attention"), OpClass::kAttention);
-  EXPECT_EQ(OpClassOf("layer_norm"), OpClass::kMemoryBound);
-  EXPECT_EQ(OpClassOf("gelu"), OpClass::kMemoryBound);
+  EXPECT_EQ(KindInfo("linear").op_class, OpClass::kGemm);
+  EXPECT_EQ(KindInfo("addmm").op_class, OpClass::kGemm);
+  EXPECT_EQ(KindInfo("attention").op_class, OpClass::kAttention);
+  EXPECT_EQ(KindInfo("layer_norm").op_class, OpClass::kMemoryBound);
+  EXPECT_EQ(KindInfo("gelu").op_class, OpClass::kMemoryBound);
 }
 
 // Profiles at two short sequences timed by known laws: the fit gets the

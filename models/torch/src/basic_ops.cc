@@ -260,23 +260,20 @@ class SwigluOp final : public TorchOp {
 
 std::unique_ptr<TorchOp> MakeBasicOp(const OpSpec& s) {
   const std::string& kind = s.op.kind;
-  const std::string& id = s.op.id;
-  if (kind == "linear") return std::make_unique<LinearOp>(s);
-  if (kind == "layer_norm") return std::make_unique<LayerNormOp>(s);
-  if (kind == "rms_norm") return std::make_unique<RmsNormOp>(s);
-  if (kind == "add") return std::make_unique<AddOp>(s);
-  if (kind == "gelu") return std::make_unique<GeluOp>();
-  if (kind == "swiglu") return std::make_unique<SwigluOp>();
-  if (kind == "elementwise") {
-    // Wan's modulation chunks: 0..2 shift/scale/gate of the attention half,
-    // 3..5 of the FFN half.
-    if (id == "modulation") return std::make_unique<ModulationOp>(s);
-    if (id == "modulate1") return std::make_unique<ModulateOp>(s, 0, 1);
-    if (id == "modulate2") return std::make_unique<ModulateOp>(s, 3, 4);
-    if (id == "gate1") return std::make_unique<GateOp>(s, 2);
-    if (id == "gate2") return std::make_unique<GateOp>(s, 5);
-  }
-  throw std::invalid_argument("sacplan: no TorchOp for op " + id + " (" + kind + ")");
+  if (kind == op_kind::kLinear) return std::make_unique<LinearOp>(s);
+  if (kind == op_kind::kLayerNorm) return std::make_unique<LayerNormOp>(s);
+  if (kind == op_kind::kRmsNorm) return std::make_unique<RmsNormOp>(s);
+  if (kind == op_kind::kAdd) return std::make_unique<AddOp>(s);
+  if (kind == op_kind::kGelu) return std::make_unique<GeluOp>();
+  if (kind == op_kind::kSwiglu) return std::make_unique<SwigluOp>();
+  if (kind == op_kind::kWanModulation) return std::make_unique<ModulationOp>(s);
+  // Wan's modulation chunks: 0..2 shift/scale/gate of the attention half,
+  // 3..5 of the FFN half.
+  if (kind == op_kind::kWanModulateAttn) return std::make_unique<ModulateOp>(s, 0, 1);
+  if (kind == op_kind::kWanModulateFfn) return std::make_unique<ModulateOp>(s, 3, 4);
+  if (kind == op_kind::kWanGateAttn) return std::make_unique<GateOp>(s, kWanGateAttnChunk);
+  if (kind == op_kind::kWanGateFfn) return std::make_unique<GateOp>(s, kWanGateFfnChunk);
+  throw std::invalid_argument("sacplan: no TorchOp for op " + s.op.id + " (" + kind + ")");
 }
 
 }  // namespace sacplan::torch_internal

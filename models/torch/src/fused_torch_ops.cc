@@ -147,12 +147,14 @@ class FusedGeluOp final : public TorchOp {
 
 std::unique_ptr<TorchOp> MakeFusedOp(const OpSpec& s) {
   const std::string& kind = s.op.kind;
-  if (kind == "layer_norm") return std::make_unique<FusedLayerNormOp>(s);
-  if (kind == "rms_norm") return std::make_unique<FusedRmsNormOp>(s);
-  if (kind == "gelu") return std::make_unique<FusedGeluOp>();
-  if (kind == "rope" && s.config.family == "wan") return std::make_unique<FusedWanRopeOp>(s);
-  if (kind == "elementwise" && s.op.id == "gate1") return std::make_unique<FusedGateOp>(s, 2);
-  if (kind == "elementwise" && s.op.id == "gate2") return std::make_unique<FusedGateOp>(s, 5);
+  if (kind == op_kind::kLayerNorm) return std::make_unique<FusedLayerNormOp>(s);
+  if (kind == op_kind::kRmsNorm) return std::make_unique<FusedRmsNormOp>(s);
+  if (kind == op_kind::kGelu) return std::make_unique<FusedGeluOp>();
+  if (kind == op_kind::kRope && s.config.family == "wan") {
+    return std::make_unique<FusedWanRopeOp>(s);
+  }
+  if (kind == op_kind::kWanGateAttn) return std::make_unique<FusedGateOp>(s, kWanGateAttnChunk);
+  if (kind == op_kind::kWanGateFfn) return std::make_unique<FusedGateOp>(s, kWanGateFfnChunk);
   return nullptr;
 }
 

@@ -1,4 +1,4 @@
-// CreateTorchModel, ScalarTypeOf and the autograd reference step.
+// CreateTorchModel and the autograd reference step.
 #include "sacplan/models/torch_model.h"
 
 #include <c10/core/GradMode.h>
@@ -12,14 +12,6 @@
 #include "torch_ops.h"
 
 namespace sacplan {
-
-absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "bfloat16") return at::kBFloat16;
-  if (dtype == "float16") return at::kHalf;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown dtype \"", dtype, "\" (known: bfloat16, float16, float32)"));
-}
 
 const char* KernelImplName(KernelImpl kernels) {
   return kernels == KernelImpl::kFused ? "fused" : "aten";

@@ -2,16 +2,21 @@
 #include "torch_ops.h"
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 namespace sacplan::torch_internal {
 
 at::ScalarType ScalarOf(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "bfloat16") return at::kBFloat16;
-  if (dtype == "float16") return at::kHalf;
-  if (dtype == "float64") return at::kDouble;
-  if (dtype == "complex128") return at::kComplexDouble;
+  const std::optional<Dtype> parsed = ParseDtype(dtype);
+  if (!parsed) throw std::invalid_argument("sacplan: unknown dtype " + dtype);
+  switch (*parsed) {
+    case Dtype::kFloat32: return at::kFloat;
+    case Dtype::kBFloat16: return at::kBFloat16;
+    case Dtype::kFloat16: return at::kHalf;
+    case Dtype::kFloat64: return at::kDouble;
+    case Dtype::kComplex128: return at::kComplexDouble;
+  }
   throw std::invalid_argument("sacplan: unknown dtype " + dtype);
 }
 
@@ -92,9 +97,9 @@ std::vector<std::unique_ptr<TorchOp>> MakeBlockOps(const Block& block,
     if (kernels == KernelImpl::kFused) fused = MakeFusedOp(spec);
     if (fused != nullptr) {
       ops.push_back(std::move(fused));
-    } else if (op.kind == "rope") {
+    } else if (op.kind == op_kind::kRope) {
       ops.push_back(MakeRopeOp(spec));
-    } else if (op.kind == "attention") {
+    } else if (op.kind == op_kind::kAttention) {
       ops.push_back(MakeAttentionOp(spec));
     } else {
       ops.push_back(MakeBasicOp(spec));

@@ -16,6 +16,7 @@
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/graph.h"
+#include "sacplan/planner/op_kinds.h"
 
 namespace sacplan::torch_internal {
 
@@ -33,6 +34,11 @@ struct OpSpec {
 // Dtype of a graph TensorInfo / config dtype name; the names are validated
 // by ValidateModelConfig and the builders, so an unknown one is a bug.
 at::ScalarType ScalarOf(const std::string& dtype);
+
+// The chunk of Wan's modulation output [b, 6, d] that each half's gate reads
+// (the shift/scale chunks beside them: 0, 1 and 3, 4).
+inline constexpr int64_t kWanGateAttnChunk = 2;
+inline constexpr int64_t kWanGateFfnChunk = 5;
 
 // `t` itself when it owns exactly its own contiguous storage (numel x element
 // size bytes, offset 0) and shares none with `inputs`; a contiguous copy

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sacplan/planner/op_kinds.h"
 
 namespace sacplan {
 
@@ -54,10 +55,6 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& doc);
 // A config file (json_reader::ReadJsonFile: at most 64 MiB, depth 64) read
 // by ModelConfigFromJson. Errors name the file and the key.
 absl::StatusOr<ModelConfig> ReadModelConfigFile(const std::string& path);
-
-// Bytes per element of "bfloat16", "float16", "float32", "float64" and
-// "complex128"; 0 for any other name (callers validate first).
-int64_t DtypeBytes(const std::string& dtype);
 
 // Checks sizes (each within its limit, and every product the graph builders
 // form within int64, the whole step within kMaxModelTotalBytes) and

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -145,8 +146,14 @@ inline constexpr int64_t kMaxModelTotalBytes = int64_t{1} << 62;
 // parameters, fixed memory) whose sum is at most kMaxModelTotalBytes.
 absl::Status ValidateModel(const Model& model);
 
-// True when the two blocks have the same ops, tensors and costs (their index
-// aside), so that planning work done for one holds for the other.
+// What makes two ops the same op of a graph, in order: the id, the kind
+// (which decides how the backward hands gradients on), the input ids, "->"
+// and the output ids. GraphFingerprint hashes exactly these, and
+// SameStructure compares them before the costs.
+std::vector<std::string_view> OpIdentity(const Op& op);
+
+// True when the two blocks have the same ops (OpIdentity), tensors and costs
+// (their index aside), so that planning work done for one holds for the other.
 bool SameStructure(const Block& a, const Block& b);
 
 }  // namespace sacplan

@@ -22,18 +22,12 @@
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/graph.h"
+#include "sacplan/planner/op_kinds.h"
 #include "sacplan/planner/profile.h"
 
 namespace sacplan {
 
-enum class OpClass {
-  kGemm,         // linear, matmul, mm, addmm
-  kAttention,    // attention
-  kMemoryBound,  // everything else: norms, RoPE, activations, adds
-};
-inline constexpr int kOpClassCount = 3;
-
-OpClass OpClassOf(const std::string& kind);
+// Ops fall into the classes of their kind's row (sacplan/planner/op_kinds.h).
 const char* OpClassName(OpClass op_class);  // "gemm", "attention", "memory"
 
 // One fitted time law. All coefficients are >= 0.

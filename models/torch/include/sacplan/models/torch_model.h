@@ -153,9 +153,6 @@ absl::StatusOr<std::unique_ptr<TorchModel>> CreateTorchModel(
     const ModelConfig& config, uint64_t seed, at::Device device,
     const TorchModelOptions& options = {});
 
-// at::ScalarType of a config dtype name ("bfloat16", "float32", ...).
-absl::StatusOr<at::ScalarType> ScalarTypeOf(const std::string& dtype);
-
 // The reference: embeddings, every block op's Forward in order and the loss,
 // all under plain autograd (grad mode on). Returns the loss; call
 // loss.backward() to fill parameter gradients.
