@@ -20,7 +20,7 @@
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 #include "sacplan/status_macros.h"
-#ifdef SACPLAN_HAVE_CPU_PROFILER
+#ifdef SACPLAN_TORCH_EXECUTABLE
 #include "sacplan/profiler/cpu_profiler.h"
 #include "sacplan/profiler/cuda_profiler.h"
 #endif
@@ -56,7 +56,7 @@ bool IsGpuMeasuredDevice(const std::string& device) {
   return device == "cuda" || device == "cupti" || device.rfind("cuda:", 0) == 0;
 }
 
-#ifdef SACPLAN_HAVE_CPU_PROFILER
+#ifdef SACPLAN_TORCH_EXECUTABLE
 absl::Status RunCpuProfile(const ProfileFlags& flags) {
   ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
   CpuProfileOptions options;
@@ -142,7 +142,7 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
-#endif  // SACPLAN_HAVE_CPU_PROFILER
+#endif  // SACPLAN_TORCH_EXECUTABLE
 
 // "gemm fwd: 0.0200 ms + 1.25 TFLOP/s + 0.67 TB/s (24 ops, rms error 0.1%)".
 std::string DescribeLaw(OpClass op_class, const char* direction, const TimeLaw& law) {
@@ -213,7 +213,7 @@ absl::Status RunProfile(const ProfileFlags& flags) {
         flags.device, ")"));
   }
   if (flags.device == "cpu") {
-#ifdef SACPLAN_HAVE_CPU_PROFILER
+#ifdef SACPLAN_TORCH_EXECUTABLE
     return RunCpuProfile(flags);
 #else
     return absl::FailedPreconditionError(
@@ -223,7 +223,7 @@ absl::Status RunProfile(const ProfileFlags& flags) {
 #endif
   }
   if (IsGpuMeasuredDevice(flags.device)) {
-#ifdef SACPLAN_HAVE_CPU_PROFILER
+#ifdef SACPLAN_TORCH_EXECUTABLE
     return RunCudaProfile(flags);
 #else
     return absl::FailedPreconditionError(absl::StrCat(

@@ -1,4 +1,4 @@
-// The counting CPU allocator and per-label attribution (memory_meter.h).
+// The counting CPU allocator and per-account charging (memory_meter.h).
 //
 // Every allocation goes to the allocator installed before us. When that one
 // supports the raw interface (data == context, one fixed deleter: LibTorch's
@@ -11,10 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <map>
-#include <memory>
 #include <mutex>
-#include <string>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -27,12 +24,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace sacplan {
-
-struct LabelEntry {
-  std::atomic<int64_t> allocated_bytes{0};
-  std::atomic<int64_t> allocations{0};
-  std::atomic<int64_t> peak_allocated_bytes{0};
-};
 
 namespace {
 
@@ -68,25 +59,6 @@ Counters& GlobalCounters() {
   return *counters;
 }
 
-struct LabelRegistry {
-  std::mutex mutex;
-  std::map<std::string, std::unique_ptr<LabelEntry>, std::less<>> entries;
-};
-LabelRegistry& Labels() {
-  static LabelRegistry* registry = new LabelRegistry;
-  return *registry;
-}
-
-thread_local LabelEntry* t_label = nullptr;
-// The label most recently opened on any thread: where allocations of
-// threads without a label (intra-op workers) are attributed.
-std::atomic<LabelEntry*> g_process_label{nullptr};
-// The peak of the innermost open label scope. A scope resets it to the
-// current bytes when it opens and, when it closes, records it and raises
-// the saved peak of the scope it closes into, so enclosing labels see the
-// peaks of nested ones.
-std::atomic<int64_t> g_scope_peak_bytes{0};
-
 void RaiseTo(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
   while (value > seen &&
@@ -116,14 +88,6 @@ void OnAllocate(size_t nbytes) {
   const int64_t n = static_cast<int64_t>(nbytes);
   const int64_t now = c.allocated_bytes.fetch_add(n, std::memory_order_relaxed) + n;
   RaiseTo(c.peak_allocated_bytes, now);
-  RaiseTo(g_scope_peak_bytes, now);
-  LabelEntry* label = t_label;
-  if (label == nullptr) label = g_process_label.load(std::memory_order_acquire);
-  if (label != nullptr) {
-    label->allocated_bytes.fetch_add(n, std::memory_order_relaxed);
-    label->allocations.fetch_add(1, std::memory_order_relaxed);
-    RaiseTo(label->peak_allocated_bytes, now);
-  }
 }
 
 void OnFree(size_t nbytes) {
@@ -238,54 +202,6 @@ void ResetCpuPeak() {
   Counters& c = GlobalCounters();
   c.peak_allocated_bytes.store(c.allocated_bytes.load(std::memory_order_relaxed),
                                std::memory_order_relaxed);
-}
-
-ScopedMemoryLabel::ScopedMemoryLabel(std::string_view label) {
-  LabelRegistry& registry = Labels();
-  {
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    auto it = registry.entries.find(label);
-    if (it == registry.entries.end()) {
-      it = registry.entries
-               .emplace(std::string(label), std::make_unique<LabelEntry>())
-               .first;
-    }
-    entry_ = it->second.get();
-  }
-  const int64_t now = CpuAllocatedBytes();
-  RaiseTo(entry_->peak_allocated_bytes, now);
-  saved_scope_peak_bytes_ = g_scope_peak_bytes.exchange(now);
-  previous_thread_ = t_label;
-  t_label = entry_;
-  previous_process_ = g_process_label.exchange(entry_, std::memory_order_acq_rel);
-}
-
-ScopedMemoryLabel::~ScopedMemoryLabel() {
-  const int64_t scope_peak = g_scope_peak_bytes.load();
-  RaiseTo(entry_->peak_allocated_bytes, scope_peak);
-  g_scope_peak_bytes.store(std::max(saved_scope_peak_bytes_, scope_peak));
-  t_label = previous_thread_;
-  g_process_label.store(previous_process_, std::memory_order_release);
-}
-
-MemoryLabelStats ReadMemoryLabel(std::string_view label) {
-  LabelRegistry& registry = Labels();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  auto it = registry.entries.find(label);
-  if (it == registry.entries.end()) return {};
-  const LabelEntry& e = *it->second;
-  return {e.allocated_bytes.load(), e.allocations.load(),
-          e.peak_allocated_bytes.load()};
-}
-
-void ResetMemoryLabels() {
-  LabelRegistry& registry = Labels();
-  std::lock_guard<std::mutex> lock(registry.mutex);
-  for (auto& [name, entry] : registry.entries) {
-    entry->allocated_bytes.store(0);
-    entry->allocations.store(0);
-    entry->peak_allocated_bytes.store(0);
-  }
 }
 
 ScopedMemoryAccount::ScopedMemoryAccount(int account)

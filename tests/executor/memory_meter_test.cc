@@ -140,61 +140,13 @@ TEST(CpuMemoryMeterTest, CountsAllocationsOnIntraOpThreads) {
   const int64_t before = meter.Read().allocated_bytes;
   constexpr int kChunks = 64;
   std::vector<at::Tensor> made(kChunks);
-  {
-    ScopedMemoryLabel label("test/parallel");
-    // grain 1: each chunk may run on any of ATen's intra-op threads.
-    at::parallel_for(0, kChunks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) made[i] = at::empty({100}, at::kFloat);
-    });
-  }
+  // grain 1: each chunk may run on any of ATen's intra-op threads.
+  at::parallel_for(0, kChunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) made[i] = at::empty({100}, at::kFloat);
+  });
   EXPECT_EQ(meter.Read().allocated_bytes - before, kChunks * 400);
-  const MemoryLabelStats stats = ReadMemoryLabel("test/parallel");
-  EXPECT_EQ(stats.allocated_bytes, kChunks * 400);
-  EXPECT_EQ(stats.allocations, kChunks);
   made.clear();
   EXPECT_EQ(meter.Read().allocated_bytes, before);
-}
-
-TEST(MemoryLabelTest, AttributesBytesAndPeakPerLabel) {
-  MemoryMeter& meter = CpuMeter();
-  ResetMemoryLabels();
-  const int64_t base = meter.Read().allocated_bytes;
-  at::Tensor kept;
-  {
-    ScopedMemoryLabel outer("block0/ffn.0/forward");
-    kept = at::empty({250}, at::kFloat);  // 1000 bytes
-    {
-      ScopedMemoryLabel inner("block0/ffn.1/forward");
-      at::Tensor temp = at::empty({1000}, at::kFloat);  // 4000 bytes, freed
-    }
-    at::Tensor more = at::empty({50}, at::kFloat);  // 200 bytes, outer again
-  }
-  const MemoryLabelStats outer = ReadMemoryLabel("block0/ffn.0/forward");
-  EXPECT_EQ(outer.allocated_bytes, 1200);
-  EXPECT_EQ(outer.allocations, 2);
-  // The inner label's 4000 bytes count toward the process peak while the
-  // outer label was open.
-  EXPECT_EQ(outer.peak_allocated_bytes, base + 1000 + 4000);
-  const MemoryLabelStats inner = ReadMemoryLabel("block0/ffn.1/forward");
-  EXPECT_EQ(inner.allocated_bytes, 4000);
-  EXPECT_EQ(inner.allocations, 1);
-  EXPECT_EQ(inner.peak_allocated_bytes, base + 1000 + 4000);
-  // Nothing is attributed once the labels are closed.
-  at::Tensor after = at::empty({10}, at::kFloat);
-  EXPECT_EQ(ReadMemoryLabel("block0/ffn.0/forward").allocated_bytes, 1200);
-  EXPECT_EQ(ReadMemoryLabel("never/opened").allocated_bytes, 0);
-  ResetMemoryLabels();
-  EXPECT_EQ(ReadMemoryLabel("block0/ffn.0/forward").allocated_bytes, 0);
-}
-
-TEST(MemoryLabelTest, PeakIncludesWhatWasHeldWhenTheLabelOpened) {
-  MemoryMeter& meter = CpuMeter();
-  ResetMemoryLabels();
-  at::Tensor held = at::empty({1000}, at::kFloat);
-  const int64_t now = meter.Read().allocated_bytes;
-  { ScopedMemoryLabel label("quiet"); }
-  EXPECT_EQ(ReadMemoryLabel("quiet").peak_allocated_bytes, now);
-  EXPECT_EQ(ReadMemoryLabel("quiet").allocated_bytes, 0);
 }
 
 TEST(MemoryAccountTest, ChargesUnchargesAndMovesExactlyAStoragesBytes) {

@@ -23,8 +23,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <string_view>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -68,45 +66,6 @@ absl::StatusOr<std::unique_ptr<MemoryMeter>> CreateMemoryMeter(
 absl::Status InstallCountingCpuAllocator();
 bool CountingCpuAllocatorInstalled();
 
-// Per-op attribution on CPU. While a ScopedMemoryLabel is alive, CPU
-// allocations made on its thread are attributed to its label; allocations on
-// threads without a label of their own (ATen's intra-op workers) go to the
-// label most recently opened in the process, which is exact when one thread
-// drives the work, as the executor and profiler do. Labels nest: the inner
-// one takes the allocations until it closes, and the outer one's peak still
-// sees them. Frees are never attributed (a tensor may outlive the op that
-// made it). Peaks assume labels open and close in stack order across the
-// process (one driving thread); labels opened on several threads at once
-// get correct byte counts but mixed peaks. Needs the counting allocator installed (labels are
-// recorded, but no bytes counted, otherwise).
-struct LabelEntry;  // internal
-class ScopedMemoryLabel {
- public:
-  explicit ScopedMemoryLabel(std::string_view label);
-  ~ScopedMemoryLabel();
-  ScopedMemoryLabel(const ScopedMemoryLabel&) = delete;
-  ScopedMemoryLabel& operator=(const ScopedMemoryLabel&) = delete;
-
- private:
-  LabelEntry* entry_;
-  LabelEntry* previous_thread_;
-  LabelEntry* previous_process_;
-  int64_t saved_scope_peak_bytes_;  // the enclosing label's peak so far
-};
-
-// What happened under one label since it was first opened or last reset.
-// All zero for a label never opened.
-struct MemoryLabelStats {
-  int64_t allocated_bytes = 0;  // bytes requested (summed; frees not netted)
-  int64_t allocations = 0;      // number of allocations
-  // Most bytes allocated in the process (all labels) while the label was
-  // open, including what was held when it opened.
-  int64_t peak_allocated_bytes = 0;
-};
-MemoryLabelStats ReadMemoryLabel(std::string_view label);
-// Zeroes every label's stats (labels stay known). Call when no label is open.
-void ResetMemoryLabels();
-
 // Per-account CPU accounting: live bytes split by what they are for (the
 // executor's accounts are the simulator's MemoryCategory values), so that a
 // test can compare measured memory with the simulator's by category. Each
@@ -114,7 +73,7 @@ void ResetMemoryLabels();
 // outside any ScopedMemoryAccount) and uncharged from that account, or the
 // one ChargeStorageTo moved it to, when it is freed. One current account per
 // process (intra-op worker threads allocate for the thread that drives
-// them), so accounts assume one driving thread, as labels do. Needs the
+// them), so accounts assume one driving thread. Needs the
 // counting allocator installed (nothing is charged otherwise).
 inline constexpr int kMemoryAccountCount = 16;  // accounts 0 .. count-1
 
