@@ -1,7 +1,13 @@
-// The one checked-call macro of kernels/: every CUDA runtime call in a
-// launcher goes through SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR, which turns a
-// failure into an absl::Status naming the call, the CUDA error and the
-// source line, and returns it from the enclosing function.
+// The one checked-call macro for CUDA: every CUDA runtime call in the
+// kernels' launchers and the CUDA profiler goes through
+// SACPLAN_CUDA_RETURN_IF_ERROR, which turns a failure into an absl::Status
+// naming the call, the error and the source line, and returns it from the
+// enclosing function:
+//
+//   SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+//
+// It calls sacplan::CudaCallStatus(result, ...), overloaded on the result
+// type: cudaError_t here, CUptiResult in the CUDA profiler (gpu_call.h).
 #ifndef SACPLAN_KERNELS_COMMON_CUDA_CHECK_H_
 #define SACPLAN_KERNELS_COMMON_CUDA_CHECK_H_
 
@@ -9,23 +15,25 @@
 
 #include "absl/status/status.h"
 
-namespace sacplan::kernels {
+namespace sacplan {
 
-// OkStatus for cudaSuccess; otherwise InternalError "<call>: <cuda error
-// name>: <description> (<file>:<line>)". Clears nothing: a sticky error
-// stays sticky.
-absl::Status CudaStatus(cudaError_t error, const char* call, const char* file,
-                        int line);
+// OkStatus for cudaSuccess. No device or no usable driver: FailedPrecondition
+// "no CUDA device: <error name>: <description> (<call>, <file>:<line>)";
+// anything else: Internal "<call>: <error name>: <description>
+// (<file>:<line>)". Clears the runtime's last error so that LibTorch's own
+// checks do not report this failure again; a sticky error stays sticky.
+absl::Status CudaCallStatus(cudaError_t result, const char* call, const char* file,
+                            int line);
 
-}  // namespace sacplan::kernels
+}  // namespace sacplan
 
-#define SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(call)                           \
-  do {                                                                       \
-    const cudaError_t sacplan_cuda_error_ = (call);                          \
-    if (sacplan_cuda_error_ != cudaSuccess) {                                \
-      return ::sacplan::kernels::CudaStatus(sacplan_cuda_error_, #call,      \
-                                            __FILE__, __LINE__);             \
-    }                                                                        \
+#define SACPLAN_CUDA_RETURN_IF_ERROR(call)                                      \
+  do {                                                                          \
+    if (::absl::Status sacplan_cuda_status_ =                                   \
+            ::sacplan::CudaCallStatus((call), #call, __FILE__, __LINE__);       \
+        !sacplan_cuda_status_.ok()) {                                           \
+      return sacplan_cuda_status_;                                              \
+    }                                                                           \
   } while (false)
 
 #endif  // SACPLAN_KERNELS_COMMON_CUDA_CHECK_H_

@@ -73,8 +73,8 @@ struct RowChunks {
 inline absl::Status ChunkRows(int64_t rows, RowChunks* out) {
   constexpr int64_t kChunksPerSm = 8, kMinRowsPerChunk = 8;
   int device = 0, sms = 0;
-  SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  SACPLAN_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t target = static_cast<int64_t>(sms) * kChunksPerSm;
   int64_t per_chunk = (rows + target - 1) / target;
@@ -91,10 +91,10 @@ inline absl::Status ChunkRows(int64_t rows, RowChunks* out) {
 template <typename Kernel, typename Params>
 absl::Status LaunchRowChunked(Kernel* kernel, const Params& params, const RowChunks& split,
                               int threads, size_t shared_bytes, cudaStream_t stream) {
-  SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
   kernel<<<split.chunks, threads, shared_bytes, stream>>>(params, split.rows_per_chunk);
-  SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 

@@ -76,7 +76,7 @@ absl::Status GateResidualForward(const GateResidualForwardParams& p, cudaStream_
   return DispatchDTypes(p.shape.residual_dtype, p.shape.y_dtype, [&](auto tr, auto ty) {
     ForwardKernel<decltype(tr), decltype(ty)>
         <<<GridFor(n, kThreads), kThreads, 0, stream>>>(p);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

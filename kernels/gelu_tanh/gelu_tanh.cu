@@ -44,7 +44,7 @@ absl::Status GeluTanhForward(const GeluTanhForwardParams& p, cudaStream_t stream
   if (absl::Status valid = ValidateGeluTanh(p); !valid.ok()) return valid;
   return DispatchDType(p.dtype, [&](auto t) {
     ForwardKernel<decltype(t)><<<GridFor(p.numel, kThreads), kThreads, 0, stream>>>(p);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }
@@ -53,7 +53,7 @@ absl::Status GeluTanhBackward(const GeluTanhBackwardParams& p, cudaStream_t stre
   if (absl::Status valid = ValidateGeluTanh(p); !valid.ok()) return valid;
   return DispatchDType(p.dtype, [&](auto t) {
     BackwardKernel<decltype(t)><<<GridFor(p.numel, kThreads), kThreads, 0, stream>>>(p);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

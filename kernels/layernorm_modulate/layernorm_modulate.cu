@@ -137,7 +137,7 @@ absl::Status LayerNormModulateForward(const LayerNormModulateForwardParams& p,
   return DispatchDTypes(p.shape.x_dtype, p.shape.y_dtype, [&](auto tx, auto ty) {
     ForwardKernel<decltype(tx), decltype(ty)>
         <<<GridFor(p.shape.rows, 1), kThreads, 0, stream>>>(p);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

@@ -84,7 +84,7 @@ absl::Status RmsNormForward(const RmsNormForwardParams& p, cudaStream_t stream) 
   return DispatchDTypes(p.shape.x_dtype, p.shape.y_dtype, [&](auto tx, auto ty) {
     ForwardKernel<decltype(tx), decltype(ty)>
         <<<GridFor(p.shape.rows, 1), kThreads, 0, stream>>>(p);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

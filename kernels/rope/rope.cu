@@ -41,7 +41,7 @@ absl::Status RopeRotate(const RopeParams& p, cudaStream_t stream) {
   return DispatchDTypes(s.in_dtype, s.out_dtype, [&](auto ti, auto to) {
     RotateKernel<decltype(ti), decltype(to)>
         <<<GridFor(pairs, kThreads), kThreads, 0, stream>>>(p);
-    SACPLAN_KERNELS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

@@ -24,7 +24,7 @@ struct GpuInfo {
 
 absl::StatusOr<GpuInfo> OpenGpu(int index) {
   int count = 0;
-  SACPLAN_GPU_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
   if (count == 0) {
     return absl::FailedPreconditionError(
         "no CUDA device: cudaGetDeviceCount found none");
@@ -34,8 +34,8 @@ absl::StatusOr<GpuInfo> OpenGpu(int index) {
         "--device cuda:", index, ": this machine has ", count, " GPU(s)"));
   }
   cudaDeviceProp properties{};
-  SACPLAN_GPU_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, index));
-  SACPLAN_GPU_RETURN_IF_ERROR(cudaSetDevice(index));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, index));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
   return GpuInfo{properties.name, static_cast<int64_t>(properties.totalGlobalMem)};
 }
 

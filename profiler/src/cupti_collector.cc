@@ -74,7 +74,7 @@ absl::Status ReadBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer,
   while (true) {
     const CUptiResult next_record = cuptiActivityGetNextRecord(buffer, valid_bytes, &record);
     if (next_record == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of buffer
-    SACPLAN_GPU_RETURN_IF_ERROR(next_record);
+    SACPLAN_CUDA_RETURN_IF_ERROR(next_record);
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -101,7 +101,7 @@ absl::Status ReadBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer,
     }
   }
   size_t dropped = 0;
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped));
   out.dropped_records += dropped;
   return absl::OkStatus();
 }
@@ -122,10 +122,10 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
 void CUPTIAPI IgnoreCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
 absl::Status Enable(CUpti_SubscriberHandle& subscriber) {
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiSubscribe(&subscriber, IgnoreCallback, nullptr));
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiSubscribe(&subscriber, IgnoreCallback, nullptr));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
   for (CUpti_ActivityKind kind : kKinds) {
-    SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityEnable(kind));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityEnable(kind));
   }
   return absl::OkStatus();
 }
@@ -159,7 +159,7 @@ CuptiCollector::~CuptiCollector() {
 }
 
 absl::Status CuptiCollector::PushRange(uint64_t range_id, const std::string& label) {
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityPushExternalCorrelationId(kRangeKind, range_id));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityPushExternalCorrelationId(kRangeKind, range_id));
   nvtxEventAttributes_t attributes = {};
   attributes.version = NVTX_VERSION;
   attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -173,22 +173,22 @@ absl::Status CuptiCollector::PushRange(uint64_t range_id, const std::string& lab
 absl::Status CuptiCollector::PopRange() {
   nvtxDomainRangePop(NvtxDomain());
   uint64_t popped = 0;
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityPopExternalCorrelationId(kRangeKind, &popped));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityPopExternalCorrelationId(kRangeKind, &popped));
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> CuptiCollector::IdleTimestampNs() {
-  SACPLAN_GPU_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   uint64_t now_ns = 0;
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiGetTimestamp(&now_ns));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiGetTimestamp(&now_ns));
   return now_ns;
 }
 
 absl::StatusOr<gpu::ActivityRecords> CuptiCollector::Collect() {
-  SACPLAN_GPU_RETURN_IF_ERROR(cudaDeviceSynchronize());
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   size_t dropped = 0;  // the global queue's, beside the per-buffer counts
-  SACPLAN_GPU_RETURN_IF_ERROR(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped));
+  SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped));
   Delivered& shared = Shared();
   std::lock_guard<std::mutex> lock(shared.mu);
   if (!shared.error.ok()) return std::exchange(shared.error, absl::OkStatus());

@@ -1,39 +1,18 @@
-// CUDA and CUPTI results -> absl::Status, for SACPLAN_GPU_RETURN_IF_ERROR.
+// CUPTI results -> absl::Status, for SACPLAN_CUDA_RETURN_IF_ERROR.
 #include "gpu_call.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace sacplan::gpu_internal {
+namespace sacplan {
 
-absl::Status GpuCallStatus(cudaError_t result, const char* call) {
-  if (result == cudaSuccess) return absl::OkStatus();
-  // Clear the sticky "last error" so that LibTorch's own checks do not
-  // report this failure again later.
-  cudaGetLastError();
-  const std::string text =
-      absl::StrCat(cudaGetErrorName(result), ": ", cudaGetErrorString(result));
-  switch (result) {
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorSystemNotReady:
-    case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-      return absl::FailedPreconditionError(
-          absl::StrCat("no CUDA device: ", text, " (", call, ")"));
-    default:
-      return absl::InternalError(absl::StrCat(call, ": ", text));
-  }
-}
-
-absl::Status GpuCallStatus(CUptiResult result, const char* call) {
+absl::Status CudaCallStatus(CUptiResult result, const char* call, const char* file,
+                            int line) {
   if (result == CUPTI_SUCCESS) return absl::OkStatus();
   const char* name = nullptr;
   if (cuptiGetResultString(result, &name) != CUPTI_SUCCESS || name == nullptr) {
     name = "unknown CUPTI error";
   }
-  const std::string text = absl::StrCat(name, " (", call, ")");
+  const std::string text = absl::StrCat(name, " (", call, ", ", file, ":", line, ")");
   switch (result) {
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       return absl::FailedPreconditionError(absl::StrCat(
@@ -59,4 +38,4 @@ absl::Status GpuCallStatus(CUptiResult result, const char* call) {
   }
 }
 
-}  // namespace sacplan::gpu_internal
+}  // namespace sacplan

@@ -1,13 +1,12 @@
-// Internal to the CUDA profiler: the one macro through which every CUDA
-// runtime and CUPTI call is checked. A failure becomes an absl::Status that
-// names the call and the library's own error text, and returns it:
+// Internal to the CUDA profiler: the CUPTI overload of CudaCallStatus, so
+// that SACPLAN_CUDA_RETURN_IF_ERROR (kernels/common/cuda_check.h) checks
+// CUPTI calls as it checks CUDA runtime calls:
 //
-//   SACPLAN_GPU_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+//   SACPLAN_CUDA_RETURN_IF_ERROR(cuptiActivityFlushAll(0));
 //
-// Codes: no device or no usable driver -> FailedPrecondition "no CUDA
-// device: ..."; CUPTI already used by another profiler (Nsight Systems,
-// Nsight Compute, the PyTorch profiler) or not permitted -> FailedPrecondition
-// "CUPTI ...: ..."; anything else -> Internal.
+// Codes: CUPTI already used by another profiler (Nsight Systems, Nsight
+// Compute, the PyTorch profiler), not permitted, or unable to trace this GPU
+// -> FailedPrecondition "CUPTI ...: ..."; anything else -> Internal.
 #ifndef SACPLAN_PROFILER_SRC_GPU_CALL_H_
 #define SACPLAN_PROFILER_SRC_GPU_CALL_H_
 
@@ -15,21 +14,13 @@
 #include <cupti.h>
 
 #include "absl/status/status.h"
+#include "common/cuda_check.h"
 
-namespace sacplan::gpu_internal {
+namespace sacplan {
 
-absl::Status GpuCallStatus(cudaError_t result, const char* call);
-absl::Status GpuCallStatus(CUptiResult result, const char* call);
+absl::Status CudaCallStatus(CUptiResult result, const char* call, const char* file,
+                            int line);
 
-}  // namespace sacplan::gpu_internal
-
-#define SACPLAN_GPU_RETURN_IF_ERROR(call)                                     \
-  do {                                                                        \
-    if (absl::Status sacplan_gpu_status_ =                                    \
-            ::sacplan::gpu_internal::GpuCallStatus((call), #call);            \
-        !sacplan_gpu_status_.ok()) {                                          \
-      return sacplan_gpu_status_;                                             \
-    }                                                                         \
-  } while (false)
+}  // namespace sacplan
 
 #endif  // SACPLAN_PROFILER_SRC_GPU_CALL_H_

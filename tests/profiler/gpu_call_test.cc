@@ -1,4 +1,5 @@
-// SACPLAN_GPU_RETURN_IF_ERROR and the statuses it makes from CUDA and CUPTI
+// SACPLAN_CUDA_RETURN_IF_ERROR (kernels/common/cuda_check.h) and the
+// statuses it makes from CUDA and CUPTI
 // results. Needs the CUDA and CUPTI libraries, not a GPU: the results are
 // fed in directly.
 #include "gpu_call.h"
@@ -8,11 +9,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace sacplan::gpu_internal {
+namespace sacplan {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+
+// CudaCallStatus as the macro calls it, from a fixed source line.
+template <typename Result>
+absl::Status GpuCallStatus(Result result, const char* call) {
+  return CudaCallStatus(result, call, "launcher.cc", 42);
+}
 
 bool OneLine(const absl::Status& s) {
   return std::string(s.message()).find('\n') == std::string::npos;
@@ -38,6 +45,7 @@ TEST(GpuCallTest, OtherCudaFailuresAreInternalAndNameTheCall) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("cudaDeviceSynchronize()"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("cudaErrorIllegalAddress"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(launcher.cc:42)"));
 }
 
 TEST(GpuCallTest, AnotherProfilerAttachedIsOneClearLine) {
@@ -57,9 +65,9 @@ TEST(GpuCallTest, NotPermittedIsAPrecondition) {
 }
 
 absl::Status TwoCalls(CUptiResult first, int& reached) {
-  SACPLAN_GPU_RETURN_IF_ERROR(first);
+  SACPLAN_CUDA_RETURN_IF_ERROR(first);
   ++reached;
-  SACPLAN_GPU_RETURN_IF_ERROR(CUPTI_ERROR_INVALID_PARAMETER);
+  SACPLAN_CUDA_RETURN_IF_ERROR(CUPTI_ERROR_INVALID_PARAMETER);
   ++reached;
   return absl::OkStatus();
 }
@@ -76,4 +84,4 @@ TEST(GpuCallTest, MacroReturnsAtTheFirstFailure) {
 }
 
 }  // namespace
-}  // namespace sacplan::gpu_internal
+}  // namespace sacplan
