@@ -1,5 +1,5 @@
 // sacplan autotune: measure a CPU profile, then Autotune()
-// (sacplan/executor/autotune.h) plans, runs, corrects and re-plans until the
+// (sacplan/orchestration/autotune.h) plans, runs, corrects and re-plans until the
 // measured peak fits the budget; this file parses flags and prints rounds.
 #include <iostream>
 #include <memory>
@@ -12,7 +12,7 @@
 #include "common.h"
 #include "model_options.h"
 #include "progress.h"
-#include "sacplan/executor/autotune.h"
+#include "sacplan/orchestration/autotune.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/simulator.h"

@@ -1,7 +1,6 @@
 // sacplan plan: profile + (budget | preset) -> plan.json.
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,10 +9,8 @@
 #include "commands.h"
 #include "common.h"
 #include "sacplan/planner/atomic_file.h"
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/make_plan.h"
 #include "sacplan/planner/presets.h"
-#include "sacplan/planner/reserved_budget.h"
-#include "sacplan/planner/solver.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
@@ -42,43 +39,18 @@ absl::Status RunPlan(const PlanFlags& flags) {
   ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
   const AnalyzedModel& model = loaded->analyzed;
 
-  std::vector<SaveMask> masks;
-  StepResult result;
-  std::optional<AllocatorStats> reserved;  // set when the solve replayed it
-  std::string method;
-  if (!flags.preset.empty()) {
-    ASSIGN_OR_RETURN(result, SimulatePreset(model, flags.preset, semantics, &masks));
-    method = flags.preset;
-  } else {
-    ASSIGN_OR_RETURN(const Solver solver,
-                     Solver::Create(model, SolverOptions{.semantics = semantics}));
-    if (budget_kind == BudgetKind::kReserved) {
-      ASSIGN_OR_RETURN(ReservedSolve solved,
-                       SolveForReservedBudget(solver, model, semantics, budget_bytes));
-      masks = std::move(solved.plan.masks);
-      result = std::move(solved.plan.result);
-      reserved = solved.allocator;
-    } else {
-      ASSIGN_OR_RETURN(SolvedPlan solved, solver.Solve(budget_bytes));
-      masks = std::move(solved.masks);
-      result = std::move(solved.result);
-    }
-    method = "optimal";
-  }
-  if (!reserved) {
-    ASSIGN_OR_RETURN(reserved, ReplayPlan(model, masks, semantics));
-  }
-
-  Plan plan;
-  plan.model_name = loaded->profile->model_name;
-  plan.model_config = loaded->profile->model_config;
-  plan.method = method;
-  plan.budget_bytes = budget_bytes;
-  plan.budget_kind = budget_kind;
-  plan.semantics = semantics;
-  plan.blocks = BlockPlansFromMasks(model, masks);
-  SetPrediction(result, plan);
-  plan.predicted.reserved_peak_bytes = reserved->reserved_peak_bytes;
+  PlanRequest request;
+  request.model_name = loaded->profile->model_name;
+  request.model_config = loaded->profile->model_config;
+  request.preset = flags.preset;
+  request.budget_bytes = budget_bytes;
+  request.budget_kind = budget_kind;
+  request.semantics = semantics;
+  ASSIGN_OR_RETURN(const MadePlan made, MakePlan(model, request));
+  const Plan& plan = made.plan;
+  const StepResult& result = made.result;
+  const AllocatorStats& reserved = made.reserved;
+  const std::string& method = plan.method;
   RETURN_IF_ERROR(WriteFileAtomically(
       flags.output, PlanToJson(plan, model).dump(1) + "\n"));
 
@@ -87,14 +59,14 @@ absl::Status RunPlan(const PlanFlags& flags) {
             << SemanticsName(semantics) << " semantics)";
   if (budget_bytes > 0) {
     const int64_t capped = budget_kind == BudgetKind::kReserved
-                               ? reserved->reserved_peak_bytes
+                               ? reserved.reserved_peak_bytes
                                : result.peak_bytes;
     std::cout << ", " << BudgetKindName(budget_kind) << " budget "
               << BytesForHumans(budget_bytes) << ": "
               << (capped <= budget_bytes ? "fits" : "DOES NOT FIT");
   }
   std::cout << "\n"
-            << StepSummary(result) << ReservedSummary(*reserved) << "wrote "
+            << StepSummary(result) << ReservedSummary(reserved) << "wrote "
             << flags.output << "\n";
   return absl::OkStatus();
 }

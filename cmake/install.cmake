@@ -26,11 +26,11 @@ install(DIRECTORY
 # so that torch-free users never need to find LibTorch.
 if(SACPLAN_WITH_TORCH)
   set(torch_targets sacplan_torch_models sacplan_memory_meter sacplan_executor
-                    sacplan_cpu_profiler)
+                    sacplan_orchestration sacplan_cpu_profiler)
   # The fused CUDA kernels the LibTorch modules call with --kernels fused.
   if(TARGET sacplan_kernels_torch)
-    list(APPEND torch_targets
-         sacplan_kernels_reference sacplan_kernels_cuda sacplan_kernels_torch)
+    list(APPEND torch_targets sacplan_kernels_reference sacplan_cuda_check
+         sacplan_kernels_cuda sacplan_kernels_torch)
   endif()
   install(TARGETS ${torch_targets}
     EXPORT sacplanTorchTargets
@@ -42,6 +42,7 @@ if(SACPLAN_WITH_TORCH)
   install(DIRECTORY
     ${PROJECT_SOURCE_DIR}/models/torch/include/
     ${PROJECT_SOURCE_DIR}/executor/include/
+    ${PROJECT_SOURCE_DIR}/orchestration/include/
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
 

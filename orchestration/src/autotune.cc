@@ -1,13 +1,15 @@
-#include "sacplan/executor/autotune.h"
+#include "sacplan/orchestration/autotune.h"
 
 #include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/make_plan.h"
 #include "sacplan/planner/simulator.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/status_macros.h"
@@ -96,8 +98,13 @@ absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
     AutotuneRound outcome;
     outcome.round = round;
     outcome.planning_budget_bytes = options.budget_bytes - extra_bytes;
-    absl::StatusOr<SolvedPlan> solved = solver.Solve(outcome.planning_budget_bytes);
-    if (!solved.ok()) {
+    PlanRequest request;
+    request.model_name = name;
+    request.model_config = model.config().ToJson();
+    request.budget_bytes = outcome.planning_budget_bytes;
+    request.semantics = options.semantics;
+    absl::StatusOr<MadePlan> made = MakePlan(analyzed, request, &solver);
+    if (absl::IsFailedPrecondition(made.status())) {
       const int64_t least = solver.MinPeakBytes() + extra_bytes;
       return absl::FailedPreconditionError(absl::StrCat(
           "budget ", FormatBytes(options.budget_bytes), " cannot be met by ", name,
@@ -105,17 +112,14 @@ absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
           ": the smallest feasible budget is ", FormatBytes(least), " (", least,
           " bytes)"));
     }
-    Plan& plan = outcome.plan;
-    plan.model_name = name;
-    plan.model_config = model.config().ToJson();
-    plan.method = "optimal";
-    plan.budget_bytes = options.budget_bytes;
-    plan.semantics = options.semantics;
-    plan.blocks = BlockPlansFromMasks(analyzed, solved->masks);
-    SetPrediction(solved->result, plan);
+    RETURN_IF_ERROR(made.status());
+    outcome.plan = std::move(made->plan);
+    // The plan is for the whole budget; the round solved for less.
+    outcome.plan.budget_bytes = options.budget_bytes;
+    ASSIGN_OR_RETURN(const std::vector<SaveMask> masks, MasksFromPlan(analyzed, outcome.plan));
 
     ASSIGN_OR_RETURN(std::unique_ptr<PlanExecutor> executor,
-                     PlanExecutor::Create(model, solved->masks, options.semantics));
+                     PlanExecutor::Create(model, masks, options.semantics));
     TrainOptions train;
     train.steps = options.steps;
     train.seed = options.seed;

@@ -1,6 +1,6 @@
 // Autotune() as a library call: it plans, trains and corrects until the
 // measured peak fits, and reports every round.
-#include "sacplan/executor/autotune.h"
+#include "sacplan/orchestration/autotune.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,11 @@
 // Autotune: plan for a budget from a profile, train a few steps under the
 // plan, and correct the profile where the measurement disagrees with the
 // prediction, until the *measured* peak fits. What `sacplan autotune` runs;
-// a C++ trainer can call it directly with its own model and meter.
-#ifndef SACPLAN_EXECUTOR_AUTOTUNE_H_
-#define SACPLAN_EXECUTOR_AUTOTUNE_H_
+// a C++ trainer can call it directly with its own model and meter. It sits
+// in the orchestration layer, above the executor and the planner: the plan
+// comes from MakePlan (sacplan/planner/make_plan.h), as `sacplan plan`'s.
+#ifndef SACPLAN_ORCHESTRATION_AUTOTUNE_H_
+#define SACPLAN_ORCHESTRATION_AUTOTUNE_H_
 
 #include <cstdint>
 #include <functional>
@@ -66,4 +68,4 @@ absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
 
 }  // namespace sacplan
 
-#endif  // SACPLAN_EXECUTOR_AUTOTUNE_H_
+#endif  // SACPLAN_ORCHESTRATION_AUTOTUNE_H_

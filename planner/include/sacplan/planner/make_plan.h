@@ -1,0 +1,45 @@
+// MakePlan: a profile's analysed model and a request (a preset, or the
+// fastest plan under a budget) -> the Plan written as plan.json, with its
+// simulated step and caching-allocator replay. One assembly for
+// `sacplan plan` and Autotune (orchestration/), so that both fill a plan's
+// fields the same way.
+#ifndef SACPLAN_PLANNER_MAKE_PLAN_H_
+#define SACPLAN_PLANNER_MAKE_PLAN_H_
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/plan.h"
+#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/solver.h"
+
+namespace sacplan {
+
+struct PlanRequest {
+  std::string model_name;  // the profile's
+  nlohmann::json model_config = nlohmann::json::object();  // the profile's
+  std::string preset;      // a preset name; empty: solve for budget_bytes
+  int64_t budget_bytes = 0;  // > 0 when solving; optional with a preset
+  BudgetKind budget_kind = BudgetKind::kAllocated;
+  Semantics semantics = Semantics::kSacplan;
+};
+
+struct MadePlan {
+  Plan plan;                 // predicted set, reserved_peak_bytes included
+  StepResult result;         // the plan's simulated step
+  AllocatorStats reserved;   // its caching-allocator replay
+};
+
+// `solver` (made from `model` and request.semantics when null) solves for
+// the budget. Errors: InvalidArgument for an unknown preset or one the model
+// refuses; the solver's FailedPrecondition when no plan fits the budget.
+absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest& request,
+                                  const Solver* solver = nullptr);
+
+}  // namespace sacplan
+
+#endif  // SACPLAN_PLANNER_MAKE_PLAN_H_
