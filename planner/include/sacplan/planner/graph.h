@@ -46,7 +46,7 @@ struct BlockInput {
 
 struct Op {
   std::string id;    // stable name, e.g. "self_attn.q" or "ffn.0"
-  std::string kind;  // "linear", "attention", "layer_norm", ... (docs)
+  std::string kind;  // a row of op_kinds.inc ("linear", "attention", ...) or an aten name
   bool has_bias = false;            // a biased linear dispatches as addmm
   std::vector<std::string> inputs;  // tensor ids (block inputs or op outputs)
   std::vector<TensorInfo> outputs;  // produced tensors; at least one
