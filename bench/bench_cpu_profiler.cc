@@ -14,6 +14,7 @@
 #include "bench_util.h"
 
 #include "sacplan/models/model_config.h"
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
 namespace sacplan {
@@ -36,8 +37,8 @@ void BM_CpuProfileRepeat(benchmark::State& state, const std::string& name) {
   options.threads = 1;  // steadier on a shared machine (cpu_profiler.h)
   double first_ms = 0, second_ms = 0;
   for (auto _ : state) {
-    first_ms = BlockMs(OrDie(MeasureCpuProfile(config, options), name));
-    second_ms = BlockMs(OrDie(MeasureCpuProfile(config, options), name));
+    first_ms = BlockMs(OrDie(MeasureCpuProfileWithWholeSteps(config, options), name));
+    second_ms = BlockMs(OrDie(MeasureCpuProfileWithWholeSteps(config, options), name));
   }
   state.counters["first_block_ms"] = first_ms;
   state.counters["second_block_ms"] = second_ms;

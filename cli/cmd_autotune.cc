@@ -13,6 +13,7 @@
 #include "model_options.h"
 #include "progress.h"
 #include "sacplan/orchestration/autotune.h"
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/simulator.h"
@@ -58,7 +59,8 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
       DrawProgress("profiling on cpu", done, total);
     };
   }
-  ASSIGN_OR_RETURN(CpuProfileResult measured, MeasureCpuProfile(config, profile_options));
+  ASSIGN_OR_RETURN(CpuProfileResult measured,
+                   MeasureCpuProfileWithWholeSteps(config, profile_options));
 
   options.rounds = flags.rounds;
   options.steps = flags.steps;

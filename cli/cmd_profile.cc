@@ -21,6 +21,7 @@
 #include "sacplan/profiler/roofline.h"
 #include "sacplan/status_macros.h"
 #ifdef SACPLAN_TORCH_EXECUTABLE
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 #include "sacplan/profiler/cuda_profiler.h"
 #endif
@@ -69,7 +70,7 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
       DrawProgress("measuring on cpu", done, total);
     };
   }
-  ASSIGN_OR_RETURN(const CpuProfileResult result, MeasureCpuProfile(config, options));
+  ASSIGN_OR_RETURN(const CpuProfileResult result, MeasureCpuProfileWithWholeSteps(config, options));
   const Profile& profile = result.profile;
   RETURN_IF_ERROR(WriteFileAtomically(
       flags.output, ProfileToJson(profile).dump(1) + "\n"));

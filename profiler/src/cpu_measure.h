@@ -74,20 +74,6 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
                                      Progress& progress, FixedMemory& fixed,
                                      std::vector<std::string>& notes);
 
-// Runs warmup (at least 1) + repeats real training steps of `model` with
-// the plan executor under the `none` plan (nothing recomputed) and replaces
-// every block op's fwd_ms and bwd_ms in `measured` with its median time
-// inside those steps (over the timed steps and every block): an op run
-// alone finds warm caches and a tidy heap, one inside a step does not.
-// Then runs as many steps unobserved (the clock reads around every op cost
-// time a training step does not spend) and sets fixed.step_overhead_ms to
-// their median time less the blocks' ops, the head and the optimizer
-// (clamped at 0, with a note). CPU only:
-// the executor's op timings are wall times without device synchronization.
-absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
-                               const CpuProfileOptions& options, Model& measured,
-                               std::vector<std::string>& notes);
-
 // The whole harness on `device`: builds the model there, measures block 0's
 // ops (copied to every block), the head and the optimizer, and validates the
 // result. Fills everything but profile.source, device and

@@ -205,7 +205,7 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
   // Ops forward and backward, the head, the optimizer, and on the CPU the
   // whole steps.
   Progress progress(options, 2 * static_cast<int>(graph.blocks.front().ops.size()) + 2 +
-                                 (device.is_cpu() ? 1 : 0));
+                                 (device.is_cpu() && options.whole_step_pass ? 1 : 0));
   Batch batch;
   BlockStackInputs in;
   try {
@@ -234,9 +234,9 @@ absl::StatusOr<CpuProfileResult> MeasureModel(const ModelConfig& config,
   }
   RETURN_IF_ERROR(MeasureHeadAndOptimizer(*model, batch, meter, timer, options,
                                           progress, profile.model.fixed, result.notes));
-  if (device.is_cpu()) {
+  if (device.is_cpu() && options.whole_step_pass) {
     RETURN_IF_ERROR(
-        MeasureWholeSteps(*model, meter, options, profile.model, result.notes));
+        options.whole_step_pass(*model, meter, options, profile.model, result.notes));
     progress.Step();
   }
   if (absl::Status s = ValidateModel(profile.model); !s.ok()) {

@@ -24,6 +24,7 @@
 #include "sacplan/executor/executor.h"
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
 namespace sacplan {
@@ -95,7 +96,7 @@ TEST_P(AnyConfigPredictionTest, PeakWithinOnePercentAndStepTimeWithinTenPercent)
   // follows while some plan's median time is outside the tolerance.
   std::vector<PlanCase> cases;
   for (int round = 0; round < kMaxRounds; ++round) {
-    auto measured = MeasureCpuProfile(config, profile_options);
+    auto measured = MeasureCpuProfileWithWholeSteps(config, profile_options);
     ASSERT_TRUE(measured.ok()) << measured.status();
     const AnalyzedModel analyzed = *AnalyzeModel(measured->profile.model);
     if (round == 0) {

@@ -12,6 +12,7 @@
 #include "sacplan/executor/executor.h"
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
 namespace sacplan {
@@ -41,7 +42,7 @@ TEST_P(PredictionTest, MeasuredPeakIsWithinTwoPercentOfTheSimulators) {
   CpuProfileOptions profile_options;
   profile_options.warmup = 1;
   profile_options.repeats = 1;
-  auto measured_profile = MeasureCpuProfile(config, profile_options);
+  auto measured_profile = MeasureCpuProfileWithWholeSteps(config, profile_options);
   ASSERT_TRUE(measured_profile.ok()) << measured_profile.status();
   const Model& profiled = measured_profile->profile.model;
   const AnalyzedModel analyzed = *AnalyzeModel(profiled);

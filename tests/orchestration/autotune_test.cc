@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models_torch/torch_test_util.h"
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
 namespace sacplan {
@@ -38,7 +39,7 @@ class AutotuneTest : public ::testing::Test {
     CpuProfileOptions profile_options;
     profile_options.warmup = 1;
     profile_options.repeats = 1;
-    auto measured = MeasureCpuProfile(config_, profile_options);
+    auto measured = MeasureCpuProfileWithWholeSteps(config_, profile_options);
     ASSERT_TRUE(measured.ok()) << measured.status();
     profiled_ = measured->profile.model;
   }

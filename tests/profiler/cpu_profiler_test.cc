@@ -1,6 +1,7 @@
 // The measured CPU profiler on the tiny models: a valid profile with the
 // graph's sizes, positive measured times, the workspace the counting
 // allocator sees, and workspaces that repeat between runs.
+#include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
 #include <algorithm>
@@ -36,7 +37,8 @@ const CpuProfileResult& Measured(const std::string& name) {
       new std::map<std::string, CpuProfileResult>;
   auto it = cache->find(name);
   if (it == cache->end()) {
-    absl::StatusOr<CpuProfileResult> result = MeasureCpuProfile(Config(name), Quick());
+    absl::StatusOr<CpuProfileResult> result =
+        MeasureCpuProfileWithWholeSteps(Config(name), Quick());
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) std::abort();
     it = cache->emplace(name, *std::move(result)).first;
@@ -108,7 +110,8 @@ TEST_P(CpuProfilerTest, MeasuredSizesAgreeWithTheGraphBuilder) {
 // workspaces. (How much the times move between runs is
 // bench_cpu_profiler's BM_CpuProfileRepeat, not a pass/fail matter.)
 TEST_P(CpuProfilerTest, WorkspacesRepeatBetweenRuns) {
-  absl::StatusOr<CpuProfileResult> again = MeasureCpuProfile(Config(GetParam()), Quick());
+  absl::StatusOr<CpuProfileResult> again =
+      MeasureCpuProfileWithWholeSteps(Config(GetParam()), Quick());
   ASSERT_TRUE(again.ok()) << again.status();
   const Block& first = Measured(GetParam()).profile.model.blocks[0];
   const Block& second = again->profile.model.blocks[0];
@@ -153,7 +156,8 @@ TEST(CpuProfilerWorkspaceTest, OneKernelOpsHaveNoScratch) {
 TEST(CpuProfilerOptionsTest, RejectsBadRepeats) {
   CpuProfileOptions options;
   options.repeats = 0;
-  absl::StatusOr<CpuProfileResult> result = MeasureCpuProfile(Config("wan-tiny"), options);
+  absl::StatusOr<CpuProfileResult> result =
+      MeasureCpuProfileWithWholeSteps(Config("wan-tiny"), options);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(result.status().message().find("--repeats"), std::string::npos);
@@ -168,7 +172,7 @@ TEST(CpuProfilerTest, EmbeddingSavedBytesHoldTheTextEmbeddingsInput) {
   CpuProfileOptions options = Quick();
   options.repeats = 1;
   options.warmup = 0;
-  auto measured = MeasureCpuProfile(wan, options);
+  auto measured = MeasureCpuProfileWithWholeSteps(wan, options);
   ASSERT_TRUE(measured.ok()) << measured.status();
   const int64_t text_input_bytes = wan.batch * wan.text_tokens * 4096 * 2;
   EXPECT_GE(measured->profile.model.fixed.embedding_saved_bytes, text_input_bytes);
@@ -187,7 +191,7 @@ TEST(CpuProfilerOptionsTest, ReportsProgressToTheEnd) {
     last_total = total;
     ++calls;
   };
-  ASSERT_TRUE(MeasureCpuProfile(Config("llama-tiny"), options).ok());
+  ASSERT_TRUE(MeasureCpuProfileWithWholeSteps(Config("llama-tiny"), options).ok());
   EXPECT_EQ(last_done, last_total);
   EXPECT_EQ(calls, last_total + 1);  // 0 first, then one per unit
   const size_t ops = BuildModelGraph(Config("llama-tiny"))->blocks[0].ops.size();

@@ -9,8 +9,10 @@
 //   given only the tensors the graph's backward_needs names, and random
 //   output gradients), each `repeats` runs after `warmup` runs, for the
 //   workspaces below;
-// - whole training steps of the model under the `none` plan with the
-//   executor, max(1, warmup) untimed and then 2 * repeats alternating
+// - with options.whole_step_pass set (orchestration's
+//   MeasureCpuProfileWithWholeSteps sets it; the profiler does not link the
+//   executor that runs training steps): whole training steps of the model
+//   under the `none` plan, max(1, warmup) untimed and then 2 * repeats alternating
 //   between timing every op and timing the step alone: every op's fwd_ms
 //   and bwd_ms is its median time inside those steps (cold caches, a
 //   fragmented heap), and fixed.step_overhead_ms what the median step timed
@@ -40,7 +42,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sacplan/executor/memory_meter.h"
 #include "sacplan/models/model_config.h"
+#include "sacplan/models/torch_model.h"
 #include "sacplan/planner/profile.h"
 #include "sacplan/profiler/run_timer.h"
 
@@ -64,6 +68,14 @@ struct CpuProfileOptions {
   // unit (an op's forward or backward, the head, the optimizer) with the
   // units done; may be empty.
   std::function<void(int done, int total)> progress;
+  // On the CPU, after the ops are measured: replaces block op times with
+  // their times inside real training steps and sets fixed.step_overhead_ms
+  // (orchestration/whole_step.h); may add notes. Empty: the ops keep their
+  // times alone and the overhead stays 0.
+  std::function<absl::Status(const TorchModel& model, MemoryMeter& meter,
+                             const CpuProfileOptions& options, Model& measured,
+                             std::vector<std::string>& notes)>
+      whole_step_pass;
 };
 
 struct CpuProfileResult {

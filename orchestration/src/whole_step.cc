@@ -1,5 +1,7 @@
 // The CPU profiler's whole-step pass: block op times taken inside real
 // training steps, and what a step spends beyond its timed parts.
+#include "sacplan/orchestration/whole_step.h"
+
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -9,13 +11,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cpu_measure.h"
 #include "sacplan/executor/executor.h"
 #include "sacplan/executor/training.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
 
-namespace sacplan::cpu_profiler_internal {
+namespace sacplan {
 namespace {
 
 constexpr double kMinMs = 1e-6;  // as MeasureRuns: times stay positive
@@ -99,4 +100,10 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
   return absl::OkStatus();
 }
 
-}  // namespace sacplan::cpu_profiler_internal
+absl::StatusOr<CpuProfileResult> MeasureCpuProfileWithWholeSteps(
+    const ModelConfig& config, CpuProfileOptions options) {
+  options.whole_step_pass = MeasureWholeSteps;
+  return MeasureCpuProfile(config, options);
+}
+
+}  // namespace sacplan
