@@ -93,8 +93,8 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
             << model.fixed.head_bwd_ms << " ms; optimizer "
             << model.fixed.optimizer_ms << " ms; step overhead "
             << model.fixed.step_overhead_ms << " ms\n";
-  for (const std::string& note : result.notes) {
-    std::cout << "  note: " << note << "\n";
+  for (const ProfileNote& note : result.notes) {
+    std::cout << "  note: " << note.message << "\n";
   }
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
@@ -138,7 +138,9 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
             << "  CUPTI: " << totals.dropped_records << " records dropped, "
             << totals.lost_samples << " runs lost, " << totals.unattributed_activities
             << " kernels outside the measured runs\n";
-  for (const std::string& note : result.notes) std::cout << "  note: " << note << "\n";
+  for (const ProfileNote& note : result.notes) {
+    std::cout << "  note: " << note.message << "\n";
+  }
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }

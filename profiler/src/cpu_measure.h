@@ -72,7 +72,7 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
                                      MemoryMeter& meter, RunTimer& timer,
                                      const CpuProfileOptions& options,
                                      Progress& progress, FixedMemory& fixed,
-                                     std::vector<std::string>& notes);
+                                     std::vector<ProfileNote>& notes);
 
 // Runs warmup (at least 1) + repeats real training steps of `model` with
 // the plan executor under the `none` plan (nothing recomputed) and replaces
@@ -86,7 +86,7 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
 // the executor's op timings are wall times without device synchronization.
 absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
                                const CpuProfileOptions& options, Model& measured,
-                               std::vector<std::string>& notes);
+                               std::vector<ProfileNote>& notes);
 
 // The whole harness on `device`: builds the model there, measures block 0's
 // ops (copied to every block), the head and the optimizer, and validates the

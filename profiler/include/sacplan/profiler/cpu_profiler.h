@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/profiler/profile_note.h"
 #include "sacplan/profiler/run_timer.h"
 
 namespace sacplan {
@@ -68,10 +69,7 @@ struct CpuProfileOptions {
 
 struct CpuProfileResult {
   Profile profile;
-  // Facts worth telling the user that are not errors, one line each: e.g. a
-  // measured fixed size that differs from the graph builder's (the graph's
-  // value is kept), memory the simulator has no field for.
-  std::vector<std::string> notes;
+  std::vector<ProfileNote> notes;
   int threads = 0;  // ATen intra-op threads used (LibTorch's default)
 };
 
