@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checked_output.h"
 #include "commands.h"
 #include "common.h"
-#include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/reserved_budget.h"
@@ -79,8 +79,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
   plan.blocks = BlockPlansFromMasks(model, masks);
   SetPrediction(result, plan);
   plan.predicted.reserved_peak_bytes = reserved->reserved_peak_bytes;
-  RETURN_IF_ERROR(WriteFileAtomically(
-      flags.output, PlanToJson(plan, model).dump(1) + "\n"));
+  RETURN_IF_ERROR(WritePlanFile(flags.output, plan, model));
 
   std::cout << "plan: " << method << " for " << plan.model_name
             << RanksNote(*model.model) << " ("
