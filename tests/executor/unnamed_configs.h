@@ -40,7 +40,7 @@ struct CheckedPlan {
 };
 
 // None, full and optimal under both semantics.
-inline std::vector<CheckedPlan> PlansToCheck(const AnalyzedModel& analyzed) {
+inline std::vector<CheckedPlan> NoneFullOptimal(const AnalyzedModel& analyzed) {
   std::vector<CheckedPlan> plans;
   for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
     SolverOptions solver_options;
