@@ -8,13 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checked_output.h"
 #include "commands.h"
 #include "common.h"
 #include "model_options.h"
 #include "progress.h"
 #include "sacplan/orchestration/autotune.h"
 #include "sacplan/orchestration/whole_step.h"
-#include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/simulator.h"
 #include "sacplan/profiler/cpu_profiler.h"
@@ -83,15 +83,14 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
   const AutotuneRound& final_round = result.final_round();
   if (!flags.output.empty()) {
     ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(setup.model->graph()));
-    const nlohmann::json doc = PlanToJson(final_round.plan, analyzed);
-    RETURN_IF_ERROR(WriteFileAtomically(flags.output, doc.dump(1) + "\n"));
+    RETURN_IF_ERROR(WritePlanFile(flags.output, final_round.plan, analyzed));
     std::cout << "wrote " << flags.output << "\n";
   }
   if (!flags.log_path.empty()) {
     const nlohmann::json log =
         RunLogJson(*setup.model, flags.device, final_round.plan, final_round.run,
                    final_round.planned_recomputed_ops);
-    RETURN_IF_ERROR(WriteFileAtomically(flags.log_path, log.dump(1) + "\n"));
+    RETURN_IF_ERROR(WriteRunLogFile(flags.log_path, log));
     std::cout << "wrote " << flags.log_path << "\n";
   }
   return absl::OkStatus();
@@ -119,11 +118,11 @@ Command AddAutotuneCommand(CLI::App& app) {
   command->add_option("--semantics", flags->semantics,
                       "sacplan (default) or torch-sac");
   command->add_option("--rounds", flags->rounds, "Most plan-run rounds (default 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   command->add_option("--steps", flags->steps,
                       "Training steps per round (default 3; the first is "
                       "warm-up)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   command->add_option("--seed", flags->seed, "Parameters and batches (default 0)");
   AddThreadsOption(*command, flags->threads);
   command->add_option("-o,--output", flags->output, "Write the final plan.json");

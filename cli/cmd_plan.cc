@@ -6,10 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checked_output.h"
 #include "commands.h"
 #include "common.h"
-#include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/make_plan.h"
+#include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
 
@@ -51,8 +52,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
   const StepResult& result = made.result;
   const AllocatorStats& reserved = made.reserved;
   const std::string& method = plan.method;
-  RETURN_IF_ERROR(WriteFileAtomically(
-      flags.output, PlanToJson(plan, model).dump(1) + "\n"));
+  RETURN_IF_ERROR(WritePlanFile(flags.output, plan, model));
 
   std::cout << "plan: " << method << " for " << plan.model_name
             << RanksNote(*model.model) << " ("

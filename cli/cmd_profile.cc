@@ -9,11 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "checked_output.h"
 #include "commands.h"
 #include "model_options.h"
 #include "progress.h"
-#include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/json_reader.h"
 #include "sacplan/planner/parallel.h"
 #include "sacplan/planner/profile.h"
 #include "sacplan/profiler/calibration.h"
@@ -52,14 +53,53 @@ absl::Status CheckParallelFlags(const ParallelConfig& p, const ModelConfig& conf
   return absl::OkStatus();
 }
 
+// Checked before any heavy work (a model of 100000 layers took minutes
+// and 20 GB to build): the profile must fit the readers' 64 MiB. Its text
+// grows by the same amount per block, so the roofline profiles of 1 and 2
+// blocks (microseconds) give its size; the 1-block profile on `device`
+// also checks every per-op figure (an op's time, a tensor's bytes) against
+// the readers' limits when `check_figures` (a roofline profile's times are
+// the ones written).
+absl::Status CheckProfileFits(const ModelConfig& config, const DevicePreset& device,
+                              const ParallelConfig& parallel, const std::string& path,
+                              bool check_figures) {
+  ModelConfig one = config;
+  one.layers = 1;
+  ModelConfig two = config;
+  two.layers = 2;
+  ASSIGN_OR_RETURN(const Profile one_block, RooflineProfile(one, device, parallel));
+  ASSIGN_OR_RETURN(const Profile two_blocks, RooflineProfile(two, device, parallel));
+  const double first_bytes = static_cast<double>(ProfileToJson(one_block).dump(1).size() + 1);
+  const double block_bytes =
+      static_cast<double>(ProfileToJson(two_blocks).dump(1).size() + 1) - first_bytes;
+  const double limit_bytes = static_cast<double>(json_reader::kMaxFileBytes);
+  if (first_bytes + (config.layers - 1) * block_bytes > limit_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot write %s: layers %d give a profile of about %.1f MB, larger than the "
+        "readers' limit of 64 MiB (at most %d layers at these sizes)",
+        path, config.layers, (first_bytes + (config.layers - 1) * block_bytes) / 1e6,
+        1 + static_cast<int>((limit_bytes - first_bytes) / block_bytes)));
+  }
+  if (check_figures) RETURN_IF_ERROR(CheckedProfileText(one_block, path).status());
+  return absl::OkStatus();
+}
+
 // Devices measured on a GPU (CUPTI) rather than modelled.
 bool IsGpuMeasuredDevice(const std::string& device) {
   return device == "cuda" || device == "cupti" || device.rfind("cuda:", 0) == 0;
 }
 
 #ifdef SACPLAN_TORCH_EXECUTABLE
+// The roofline preset that sizes a measured profile (CheckProfileFits):
+// sizes depend on the graph alone, not on the device.
+absl::Status CheckMeasuredProfileFits(const ModelConfig& config, const std::string& path) {
+  ASSIGN_OR_RETURN(const DevicePreset sizing, DeviceByName("h100"));
+  return CheckProfileFits(config, sizing, ParallelConfig{}, path, false);
+}
+
 absl::Status RunCpuProfile(const ProfileFlags& flags) {
   ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
+  RETURN_IF_ERROR(CheckMeasuredProfileFits(config, flags.output));
   CpuProfileOptions options;
   options.repeats = flags.repeats;
   options.warmup = flags.warmup;
@@ -72,8 +112,7 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
   }
   ASSIGN_OR_RETURN(const CpuProfileResult result, MeasureCpuProfileWithWholeSteps(config, options));
   const Profile& profile = result.profile;
-  RETURN_IF_ERROR(WriteFileAtomically(
-      flags.output, ProfileToJson(profile).dump(1) + "\n"));
+  RETURN_IF_ERROR(WriteProfileFile(flags.output, profile));
 
   const Model& model = profile.model;
   const size_t ops = model.blocks.empty() ? 0 : model.blocks[0].ops.size();
@@ -94,8 +133,8 @@ absl::Status RunCpuProfile(const ProfileFlags& flags) {
             << model.fixed.head_bwd_ms << " ms; optimizer "
             << model.fixed.optimizer_ms << " ms; step overhead "
             << model.fixed.step_overhead_ms << " ms\n";
-  for (const std::string& note : result.notes) {
-    std::cout << "  note: " << note << "\n";
+  for (const ProfileNote& note : result.notes) {
+    std::cout << "  note: " << note.message << "\n";
   }
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
@@ -110,6 +149,7 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
         absl::StrCat("--device: '", flags.device, "' is not cuda:<index>"));
   }
   ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
+  RETURN_IF_ERROR(CheckMeasuredProfileFits(config, flags.output));
   options.repeats = flags.repeats;
   options.warmup = flags.warmup;
   if (ProgressVisible()) {
@@ -119,8 +159,7 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
   }
   ASSIGN_OR_RETURN(const CudaProfileResult result, MeasureCudaProfile(config, options));
   const Profile& profile = result.profile;
-  RETURN_IF_ERROR(WriteFileAtomically(
-      flags.output, ProfileToJson(profile).dump(1) + "\n"));
+  RETURN_IF_ERROR(WriteProfileFile(flags.output, profile));
   double fwd_ms = 0, bwd_ms = 0;
   for (const Op& op : profile.model.blocks.front().ops) {
     fwd_ms += op.fwd_ms;
@@ -139,7 +178,9 @@ absl::Status RunCudaProfile(const ProfileFlags& flags) {
             << "  CUPTI: " << totals.dropped_records << " records dropped, "
             << totals.lost_samples << " runs lost, " << totals.unattributed_activities
             << " kernels outside the measured runs\n";
-  for (const std::string& note : result.notes) std::cout << "  note: " << note << "\n";
+  for (const ProfileNote& note : result.notes) {
+    std::cout << "  note: " << note.message << "\n";
+  }
   std::cout << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
@@ -156,6 +197,27 @@ std::string DescribeLaw(OpClass op_class, const char* direction, const TimeLaw& 
                          100 * law.rms_relative_error);
 }
 
+// A calibration fits each op's time to its FLOPs and bytes moved, which a
+// profile may leave out (they are informational elsewhere): without them
+// the fit is nonsense (a rate of 1 / (inf TFLOP/s)).
+absl::Status CheckOpsHaveWork(const std::string& path) {
+  ASSIGN_OR_RETURN(const nlohmann::json doc, json_reader::ReadJsonFile(path));
+  const nlohmann::json& blocks = doc.at("blocks");
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const nlohmann::json& ops = blocks[b].at("ops");
+    for (size_t o = 0; o < ops.size(); ++o) {
+      for (const char* key : {"flops", "bytes_moved"}) {
+        if (!ops[o].contains(key)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--calibrate-from ", path, ": blocks[", b, "].ops[", o, "].", key,
+              ": missing (a calibration fits times to every op's flops and bytes_moved)"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Fits the roofline's laws to the measured profiles and retimes `profile`;
 // `summary` gets the fitted laws, for after the profile is written.
 absl::Status Calibrate(const std::vector<std::string>& paths, const ModelConfig& config,
@@ -163,6 +225,7 @@ absl::Status Calibrate(const std::vector<std::string>& paths, const ModelConfig&
   std::vector<MeasuredProfile> measured;
   for (const std::string& path : paths) {
     ASSIGN_OR_RETURN(const Profile read, ReadProfileFile(path));
+    RETURN_IF_ERROR(CheckOpsHaveWork(path));
     ASSIGN_OR_RETURN(MeasuredProfile m, MeasuredFromProfile(read, path));
     measured.push_back(std::move(m));
   }
@@ -241,14 +304,15 @@ absl::Status RunProfile(const ProfileFlags& flags) {
   }
   ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
   RETURN_IF_ERROR(CheckParallelFlags(flags.parallel, config));
+  RETURN_IF_ERROR(CheckProfileFits(config, *device, flags.parallel, flags.output,
+                                   flags.calibrate_from.empty()));
   ASSIGN_OR_RETURN(Profile profile, RooflineProfile(config, *device, flags.parallel));
   std::string calibration_summary;
   if (!flags.calibrate_from.empty()) {
     RETURN_IF_ERROR(Calibrate(flags.calibrate_from, config, profile, calibration_summary));
   }
 
-  RETURN_IF_ERROR(WriteFileAtomically(
-      flags.output, ProfileToJson(profile).dump(1) + "\n"));
+  RETURN_IF_ERROR(WriteProfileFile(flags.output, profile));
 
   const Model& model = profile.model;
   const size_t ops = model.blocks.empty() ? 0 : model.blocks[0].ops.size();
@@ -307,16 +371,16 @@ Command AddProfileCommand(CLI::App& app) {
   command->add_option("--repeats", flags->repeats,
                       "--device cpu/cuda: timed runs per measurement; the "
                       "median is reported (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   command->add_option("--warmup", flags->warmup,
                       "--device cpu/cuda: untimed runs before the timed ones "
                       "(default 2)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   command->add_option("--threads", flags->threads,
                       "--device cpu: ATen intra-op threads (default 0: "
                       "LibTorch's default, one per core); 1 gives steadier "
                       "times on a busy machine")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   command->add_option("--clock", flags->clock,
                       "--device cpu: wall (default) or cpu, the process's CPU "
                       "time: with --threads 1 it leaves out the time other "

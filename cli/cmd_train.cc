@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checked_output.h"
 #include "commands.h"
 #include "model_options.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/profiler/cuda_profiler.h"
 #include "sacplan/status_macros.h"
@@ -70,7 +70,7 @@ absl::Status RunTrain(const TrainFlags& flags) {
   if (!flags.log_path.empty()) {
     const nlohmann::json log = RunLogJson(model, flags.device, plan, result,
                                           (*executor)->planned_recomputed_ops());
-    RETURN_IF_ERROR(WriteFileAtomically(flags.log_path, log.dump(1) + "\n"));
+    RETURN_IF_ERROR(WriteRunLogFile(flags.log_path, log));
     std::cout << "wrote " << flags.log_path << "\n";
   }
   return absl::OkStatus();
@@ -95,7 +95,7 @@ Command AddTrainCommand(CLI::App& app) {
   AddModelOptions(*command, flags->model);
   command->add_option("--plan", flags->plan_path, "plan.json to apply")->required();
   command->add_option("--steps", flags->steps, "Training steps (default 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(AtLeast(1));
   command->add_option("--device", flags->device,
                       "cpu (memory from a counting allocator) or cuda (the "
                       "caching allocator's statistics); default cpu");

@@ -5,12 +5,20 @@
 #define SACPLAN_CLI_COMMANDS_H_
 
 #include <functional>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 
 #include "absl/status/status.h"
 
 namespace sacplan::cli {
+
+// An int flag's lower bound. CLI11's PositiveNumber and NonNegativeNumber
+// check against doubles and print both bounds in full (a 330-character
+// error); this reads "--steps: Value 0 not in range 1 to 2147483647".
+inline CLI::Range AtLeast(int min) {
+  return CLI::Range(min, std::numeric_limits<int>::max());
+}
 
 struct Command {
   CLI::App* app = nullptr;             // owned by the parent app

@@ -2,9 +2,12 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/json_reader.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
 
@@ -26,10 +29,24 @@ absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(
 }
 
 absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text) {
+  // A newline or other control character is never part of a size (and
+  // would split the one-line error).
+  for (const char c : text) {
+    if (absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--budget '", absl::CEscape(text), "': contains a control character"));
+    }
+  }
   absl::StatusOr<int64_t> bytes = ParseBytes(text);
   if (!bytes.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--budget '", text, "': ", bytes.status().message()));
+  }
+  // Plans store the budget, and their reader takes at most 2^53 bytes.
+  if (*bytes > json_reader::kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--budget '", text, "': ", *bytes, " bytes is above the largest budget, ",
+        json_reader::kMaxBytes, " bytes (2^53, 8 PiB)"));
   }
   return bytes;
 }

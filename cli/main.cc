@@ -7,6 +7,7 @@
 // Compiled twice (cli/CMakeLists.txt): as `sacplan`, which hands commands
 // that need LibTorch to `sacplan-torch` before parsing anything, and with
 // SACPLAN_TORCH_EXECUTABLE as `sacplan-torch`, which runs them.
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -35,6 +36,34 @@ std::string OneLine(std::string text) {
 int Fail(const std::string& message) {
   std::cerr << "sacplan: error: " << OneLine(message) << std::endl;
   return kExitError;
+}
+
+// CLI11 reads integers with strtoll's base 0, so "0x10" would be 16 and
+// "010" 8. Every integer flag is decimal: the text must be digits (with an
+// optional sign), and leading zeros are dropped before CLI11 converts it.
+CLI::Validator DecimalInteger() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const size_t digits = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        if (text.size() == digits ||
+            text.find_first_not_of("0123456789", digits) != std::string::npos) {
+          return "expected a decimal integer, got '" + text + "'";
+        }
+        const size_t first = std::min(text.find_first_not_of('0', digits), text.size() - 1);
+        text = text.substr(0, digits) + text.substr(first);
+        return "";
+      },
+      "", "decimal");
+}
+
+void RequireDecimalIntegers(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    // "INT", or "INT:<validator>" once a check is attached.
+    const std::string type = option->get_type_name();
+    const std::string base = type.substr(0, type.find(':'));
+    if (base == "INT" || base == "UINT") option->transform(DecimalInteger());
+  }
+  for (CLI::App* sub : app.get_subcommands({})) RequireDecimalIntegers(*sub);
 }
 
 int Run(int argc, char** argv) {
@@ -67,6 +96,16 @@ int Run(int argc, char** argv) {
       sacplan::cli::AddAutotuneCommand(app),
   };
 
+  RequireDecimalIntegers(app);
+  // CLI11 reads "--profile=" as "--profile" and takes the next argument as
+  // its value, so that "--profile= --budget 1GB" said "--budget is required".
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.back() == '=') {
+      return Fail(arg.substr(0, arg.size() - 1) + ": empty value");
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "commands.h"
 #include "progress.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/status_macros.h"
@@ -55,7 +56,7 @@ void AddThreadsOption(CLI::App& command, int& threads) {
       .add_option("--threads", threads,
                   "ATen intra-op threads (default 0: LibTorch's default, one "
                   "per core); 1 gives steadier times on a busy machine")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
 }
 
 absl::StatusOr<TrainResult> TrainWithProgress(const TorchModel& model,

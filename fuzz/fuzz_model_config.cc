@@ -1,10 +1,12 @@
 // libFuzzer target: arbitrary bytes as a model config file, read and, for
 // configs small enough to build quickly, turned into an op graph (where
-// the size products are formed).
+// the size products are formed). What ToJson makes of an accepted config
+// must read back (round_trip.h).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "round_trip.h"
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/json_reader.h"
@@ -16,6 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!doc.ok()) return 0;
   absl::StatusOr<ModelConfig> config = ModelConfigFromJson(*doc);
   if (!config.ok()) return 0;
+  fuzz::RequireReadsBack(config->ToJson(), [](const json_reader::json& written) {
+    return ModelConfigFromJson(written);
+  });
   // Building is linear in layers; a few are enough to reach every product.
   if (config->layers > 4) config->layers = 4;
   absl::StatusOr<Model> model = BuildModelGraph(*config);

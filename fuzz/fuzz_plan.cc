@@ -1,10 +1,12 @@
 // libFuzzer target: arbitrary bytes as a plan.json, read and then applied
-// to the wan-tiny model (masks, the model check, one simulated step).
+// to the wan-tiny model (masks, the model check, one simulated step); what
+// the writer makes of an accepted plan must read back (round_trip.h).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
 
+#include "round_trip.h"
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/json_reader.h"
@@ -46,6 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(target.model, *plan);
   if (!masks.ok()) return 0;
   absl::StatusOr<StepResult> result = SimulateStep(target.model, *masks, plan->semantics);
-  if (result.ok()) (void)PlanToJson(*plan, target.model).dump();
+  if (!result.ok()) return 0;
+  fuzz::RequireReadsBack(PlanToJson(*plan, target.model), [](const json_reader::json& written) {
+    return PlanFromJson(written);
+  });
   return 0;
 }

@@ -1,10 +1,12 @@
 // libFuzzer target: arbitrary bytes as a profile.json, through the reader,
 // the analysis and one simulated step. Any crash, sanitizer report or
-// exception escaping is a bug: bad input must come back as a Status.
+// exception escaping is a bug: bad input must come back as a Status. What
+// the writer makes of an accepted profile must read back (round_trip.h).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "round_trip.h"
 #include "sacplan/planner/json_reader.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/profile.h"
@@ -18,7 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<Profile> profile = ProfileFromJson(*doc);
   if (!profile.ok()) return 0;
   // What every command does next: write it back, analyse, simulate.
-  (void)ProfileToJson(*profile).dump();
+  fuzz::RequireReadsBack(ProfileToJson(*profile), [](const json_reader::json& written) {
+    return ProfileFromJson(written);
+  });
   absl::StatusOr<AnalyzedModel> model = AnalyzeModel(profile->model);
   if (!model.ok()) return 0;
   for (const char* preset : {"full", "none"}) {

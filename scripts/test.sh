@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite: the
-# Release build (preset "default", build/) with ctest, the Python bridge
+# Release build (preset "default", build/) with ctest's unit run (no test
+# there asserts a time), the step-time fidelity stage, the Python bridge
 # (python/) with pytest against that build, then the sanitizer build (preset
 # "asan": AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/), then
 # the fuzz targets (preset "fuzz", build-fuzz/) for a bounded time each.
@@ -14,6 +15,13 @@ bash scripts/install-deps.sh
 cmake --preset default -DSACPLAN_WERROR=ON
 cmake --build --preset default -j 2
 ctest --preset default
+
+# Step-time fidelity (ctest label fidelity): predicted against measured CPU
+# step time within 10%. Alone, after the unit run, since load from other
+# tests moves the CPU clock too. Bounded: each test gathers rounds for at
+# most 3 minutes and has a 600 s timeout, and a failing one is run at most
+# once more (preset "fidelity": until-pass, 2 runs).
+ctest --preset fidelity
 
 # sacplan_torch (python/): capture, apply_plan, measure_peak, FSDP2 on two
 # gloo ranks, and predicted against measured peaks through the planner just

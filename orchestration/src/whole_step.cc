@@ -31,7 +31,7 @@ double Median(std::vector<double> values) {
 
 absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
                                const CpuProfileOptions& options, Model& measured,
-                               std::vector<std::string>& notes) {
+                               std::vector<ProfileNote>& notes) {
   ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(model.graph()));
   ASSIGN_OR_RETURN(std::vector<SaveMask> masks, PresetMasks(analyzed, "none"));
   ASSIGN_OR_RETURN(std::unique_ptr<PlanExecutor> executor,
@@ -92,10 +92,10 @@ absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
   const double whole_ms = Median(step_ms);
   fixed.step_overhead_ms = std::max(0.0, whole_ms - timed_ms);
   if (whole_ms < timed_ms) {
-    notes.push_back(absl::StrFormat(
-        "a whole step measured %.3f ms, less than its parts timed alone (%.3f ms): "
-        "step_overhead_ms is 0",
-        whole_ms, timed_ms));
+    notes.push_back({ProfileNoteKind::kStepFasterThanParts,
+                     absl::StrFormat("a whole step measured %.3f ms, less than its parts "
+                                     "timed alone (%.3f ms): step_overhead_ms is 0",
+                                     whole_ms, timed_ms)});
   }
   return absl::OkStatus();
 }

@@ -244,6 +244,13 @@ absl::StatusOr<json> Parse(std::string_view text, const std::string& what) {
   if (static_cast<int64_t>(text.size()) > kMaxFileBytes) {
     return TooLarge(what, absl::StrCat(text.size(), " bytes"));
   }
+  // JSON text holds no raw NUL (strings escape it as \u0000), and the
+  // parser would take one as the end of the input, accepting whatever
+  // follows it.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": not valid JSON: a NUL byte at byte ", nul));
+  }
   size_t at = 0;
   if (NestingDepth(text, kMaxDepth, at) > kMaxDepth) {
     return absl::InvalidArgumentError(

@@ -111,9 +111,9 @@ absl::Status ReadBlockFsdp(const json& block, const std::string& path, bool fsdp
   RETURN_IF_ERROR(json_reader::ReadInt(*f, "reduce_scatter_workspace_bytes", fpath, false,
                                        out.reduce_scatter_workspace_bytes,
                                        json_reader::kByteRange));
-  RETURN_IF_ERROR(json_reader::ReadNumber(*f, "all_gather_ms", fpath, false,
+  RETURN_IF_ERROR(json_reader::ReadNumber(*f, "all_gather_ms", fpath, true,
                                           out.all_gather_ms, json_reader::kTimeRange));
-  RETURN_IF_ERROR(json_reader::ReadNumber(*f, "reduce_scatter_ms", fpath, false,
+  RETURN_IF_ERROR(json_reader::ReadNumber(*f, "reduce_scatter_ms", fpath, true,
                                           out.reduce_scatter_ms, json_reader::kTimeRange));
   return absl::OkStatus();
 }

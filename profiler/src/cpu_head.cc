@@ -40,10 +40,11 @@ int64_t GradBytes(const std::vector<at::Tensor>& tensors) {
   return bytes;
 }
 
-std::string Differs(const std::string& what, int64_t measured, int64_t graph) {
-  return absl::StrCat(what, ": measured ", FormatBytes(measured), " (", measured,
-                      " B), the graph builder says ", FormatBytes(graph), " (",
-                      graph, " B); the profile keeps the graph's");
+ProfileNote Differs(const std::string& what, int64_t measured, int64_t graph) {
+  return {ProfileNoteKind::kSizeDiffers,
+          absl::StrCat(what, ": measured ", FormatBytes(measured), " (", measured,
+                       " B), the graph builder says ", FormatBytes(graph), " (",
+                       graph, " B); the profile keeps the graph's")};
 }
 
 // What the embeddings' autograd graph holds for their backward (the text
@@ -87,7 +88,7 @@ bool HeadKeepsItsInput(const TorchModel& model, const at::Tensor& last_out,
 // Embed + Loss, forward and backward: head times and head_bytes.
 void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter,
                  RunTimer& timer, const CpuProfileOptions& options, FixedMemory& fixed,
-                 std::vector<std::string>& notes) {
+                 std::vector<ProfileNote>& notes) {
   const Model& graph = model.graph();
   const std::vector<at::Tensor> params = model.Parameters();
   c10::AutoGradMode grad_mode(true);
@@ -228,7 +229,7 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(
 void MeasureOptimizer(const TorchModel& model, const ModelConfig& config,
                       MemoryMeter& meter, RunTimer& timer,
                       const CpuProfileOptions& options,
-                      FixedMemory& fixed, std::vector<std::string>& notes) {
+                      FixedMemory& fixed, std::vector<ProfileNote>& notes) {
   std::vector<at::Tensor> params = model.Parameters();
   int64_t param_bytes = 0;
   for (const at::Tensor& p : params) param_bytes += p.nbytes();
@@ -270,7 +271,7 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
                                      MemoryMeter& meter, RunTimer& timer,
                                      const CpuProfileOptions& options,
                                      Progress& progress, FixedMemory& fixed,
-                                     std::vector<std::string>& notes) {
+                                     std::vector<ProfileNote>& notes) {
   try {
     MeasureHead(model, batch, meter, timer, options, fixed, notes);
   } catch (const std::exception& e) {

@@ -72,7 +72,7 @@ absl::Status MeasureHeadAndOptimizer(const TorchModel& model, const Batch& batch
                                      MemoryMeter& meter, RunTimer& timer,
                                      const CpuProfileOptions& options,
                                      Progress& progress, FixedMemory& fixed,
-                                     std::vector<std::string>& notes);
+                                     std::vector<ProfileNote>& notes);
 
 // The whole harness on `device`: builds the model there, measures block 0's
 // ops (copied to every block), the head and the optimizer, and validates the

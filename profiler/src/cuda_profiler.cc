@@ -107,10 +107,12 @@ absl::StatusOr<CudaProfileResult> MeasureCudaProfile(
   result.profile.device_memory_bytes = gpu.memory_bytes;
   result.profile.measurement = MeasurementJson(options, result.totals);
   if (result.totals.dropped_records > 0) {
-    result.notes.push_back(absl::StrCat(
-        "CUPTI dropped ", result.totals.dropped_records, " records; ",
-        result.totals.lost_samples,
-        " timed runs lost all their kernels to it and were left out of the medians"));
+    result.notes.push_back(
+        {ProfileNoteKind::kRecordsDropped,
+         absl::StrCat("CUPTI dropped ", result.totals.dropped_records, " records; ",
+                      result.totals.lost_samples,
+                      " timed runs lost all their kernels to it and were left out "
+                      "of the medians")});
   }
   return result;
 }

@@ -116,6 +116,19 @@ TEST(CliTrain, FusedKernelsOnTheCpuOrAnUnknownKernelsIsOneLine) {
   }
 }
 
+// A lower bound reads as one short line (CLI11's PositiveNumber printed
+// both of its double bounds in full: 330 characters).
+TEST(CliTrain, ZeroStepsIsAShortLineNamingTheFlag) {
+  const fs::path dir = FreshDir("train_zero_steps");
+  CliResult r = RunSacplan({"train", "--model", "wan-tiny", "--plan",
+                            (dir / "absent.json").string(), "--steps", "0"},
+                           dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--steps: Value 0 not in range 1 to"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 100u) << r.err;
+}
+
 TEST(CliAutotune, FindsAPlanWhoseMeasuredPeakFits) {
   const fs::path dir = FreshDir("autotune");
   // Wide enough that activations decide the peak: 40 MB sits between full

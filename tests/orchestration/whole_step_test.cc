@@ -34,8 +34,8 @@ Measured Profile(Measure measure) {
 }
 
 bool SaysWholeStepWasFaster(const CpuProfileResult& result) {
-  for (const std::string& note : result.notes) {
-    if (note.find("a whole step measured") != std::string::npos) return true;
+  for (const ProfileNote& note : result.notes) {
+    if (note.kind == ProfileNoteKind::kStepFasterThanParts) return true;
   }
   return false;
 }

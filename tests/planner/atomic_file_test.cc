@@ -57,10 +57,8 @@ TEST(AtomicFileTest, ReplacesALongerFileWhole) {
   EXPECT_EQ(Entries(dir), std::vector<std::string>{"out.txt"});
 }
 
-TEST(AtomicFileTest, AFailedRenameLeavesTheTargetAndNoTemporary) {
-  // Renaming a file over a non-empty directory fails after the temporary
-  // was written: the target must survive and the temporary be gone.
-  const fs::path dir = FreshDir("rename_fails");
+TEST(AtomicFileTest, ADirectoryTargetIsRefusedAndLeftAlone) {
+  const fs::path dir = FreshDir("directory_target");
   const fs::path target = dir / "report.html";
   fs::create_directories(target);
   std::ofstream(target / "keep") << "kept";
@@ -68,9 +66,78 @@ TEST(AtomicFileTest, AFailedRenameLeavesTheTargetAndNoTemporary) {
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find(target.string()), std::string::npos) << status;
+  EXPECT_NE(status.message().find("directory"), std::string::npos) << status;
   EXPECT_TRUE(fs::is_directory(target));
   EXPECT_EQ(*ReadFile((target / "keep").string()), "kept");
   EXPECT_EQ(Entries(dir), std::vector<std::string>{"report.html"});
+}
+
+TEST(AtomicFileTest, ADeviceOrFifoTargetIsRefusedAndLeftAlone) {
+  // Renaming over /dev/null would replace the device (as root, the
+  // system's) with a regular file.
+  const absl::Status device = WriteFileAtomically("/dev/null", "x");
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.message().find("/dev/null"), std::string::npos) << device;
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+
+  const fs::path dir = FreshDir("fifo_target");
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const absl::Status status = WriteFileAtomically(fifo.string(), "x");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("not a regular file"), std::string::npos) << status;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(Entries(dir), std::vector<std::string>{"pipe"});
+}
+
+TEST(AtomicFileTest, AnyNameTheFileSystemAcceptsCanBeWritten) {
+  // The temporary's name must not be longer than the final one's limit.
+  const fs::path dir = FreshDir("long_names");
+  for (const size_t length : {250u, 255u}) {
+    const fs::path path = dir / std::string(length, 'n');
+    ASSERT_TRUE(WriteFileAtomically(path.string(), "x").ok()) << length;
+    EXPECT_EQ(*ReadFile(path.string()), "x");
+  }
+  EXPECT_EQ(Entries(dir).size(), 2u);
+}
+
+TEST(AtomicFileTest, TwoOutputsNamingOneFileAreRefused) {
+  const fs::path dir = FreshDir("same_file");
+  const fs::path path = dir / "out.json";
+  std::ofstream(path) << "old";
+  const absl::Status status = WriteFilesAtomically(
+      {{path.string(), "a"}, {(dir / "." / "out.json").string(), "b"}});
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("the same file"), std::string::npos) << status;
+  EXPECT_EQ(*ReadFile(path.string()), "old");
+  EXPECT_EQ(Entries(dir), std::vector<std::string>{"out.json"});
+}
+
+TEST(AtomicFileTest, ABadSecondOutputLeavesTheFirstUnchanged) {
+  const fs::path dir = FreshDir("all_or_none");
+  const fs::path first = dir / "report.html";
+  std::ofstream(first) << "old report";
+  fs::create_directories(dir / "snap");
+  const absl::Status status = WriteFilesAtomically(
+      {{first.string(), "new report"}, {(dir / "snap").string(), "trace"}});
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(*ReadFile(first.string()), "old report");
+  EXPECT_EQ(Entries(dir), (std::vector<std::string>{"report.html", "snap"}));
+  // Without an old report, none is left either.
+  fs::remove(first);
+  ASSERT_FALSE(WriteFilesAtomically(
+      {{first.string(), "new report"}, {(dir / "snap").string(), "trace"}}).ok());
+  EXPECT_EQ(Entries(dir), std::vector<std::string>{"snap"});
+}
+
+TEST(AtomicFileTest, TwoOutputsAreBothWrittenAndNoScratchIsLeft) {
+  const fs::path dir = FreshDir("both");
+  std::ofstream(dir / "a") << "old a";
+  ASSERT_TRUE(WriteFilesAtomically(
+      {{(dir / "a").string(), "new a"}, {(dir / "b").string(), "new b"}}).ok());
+  EXPECT_EQ(*ReadFile((dir / "a").string()), "new a");
+  EXPECT_EQ(*ReadFile((dir / "b").string()), "new b");
+  EXPECT_EQ(Entries(dir), (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(AtomicFileTest, AMissingDirectoryIsAnErrorNamingThePath) {

@@ -29,7 +29,7 @@ namespace sacplan {
 // the executor's op timings are wall times without device synchronization.
 absl::Status MeasureWholeSteps(const TorchModel& model, MemoryMeter& meter,
                                const CpuProfileOptions& options, Model& measured,
-                               std::vector<std::string>& notes);
+                               std::vector<ProfileNote>& notes);
 
 // MeasureCpuProfile with the whole-step pass: what `sacplan profile
 // --device cpu` and `sacplan autotune` measure.

@@ -107,8 +107,9 @@ absl::Status ReadInts(const json& object, const std::string& key,
 
 // Parses `text` as one JSON document. Errors name `what` (a file name):
 // text longer than kMaxFileBytes, nesting deeper than kMaxDepth (checked
-// before parsing, so no parser or consumer recursion sees it), and
-// malformed or truncated text with its byte offset.
+// before parsing, so no parser or consumer recursion sees it), a NUL byte
+// anywhere (with what follows the document), and malformed or truncated
+// text or anything after the one document, with its byte offset.
 absl::StatusOr<json> Parse(std::string_view text, const std::string& what);
 // Reads `path` (at most kMaxFileBytes; a larger file is an error before it
 // is read) and parses it with Parse. NotFound when it cannot be opened.

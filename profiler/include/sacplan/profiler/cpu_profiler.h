@@ -46,6 +46,7 @@
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/profiler/profile_note.h"
 #include "sacplan/profiler/run_timer.h"
 
 namespace sacplan {
@@ -74,16 +75,13 @@ struct CpuProfileOptions {
   // times alone and the overhead stays 0.
   std::function<absl::Status(const TorchModel& model, MemoryMeter& meter,
                              const CpuProfileOptions& options, Model& measured,
-                             std::vector<std::string>& notes)>
+                             std::vector<ProfileNote>& notes)>
       whole_step_pass;
 };
 
 struct CpuProfileResult {
   Profile profile;
-  // Facts worth telling the user that are not errors, one line each: e.g. a
-  // measured fixed size that differs from the graph builder's (the graph's
-  // value is kept), memory the simulator has no field for.
-  std::vector<std::string> notes;
+  std::vector<ProfileNote> notes;
   int threads = 0;  // ATen intra-op threads used (LibTorch's default)
 };
 

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/planner/profile.h"
+#include "sacplan/profiler/profile_note.h"
 #include "sacplan/profiler/run_timer.h"
 
 namespace sacplan {
@@ -43,7 +44,7 @@ struct CudaProfileOptions {
 
 struct CudaProfileResult {
   Profile profile;  // profile.measurement holds the CUPTI counts below
-  std::vector<std::string> notes;  // as CpuProfileResult::notes
+  std::vector<ProfileNote> notes;  // as CpuProfileResult::notes
   std::string device_name;         // cudaDeviceProp::name
   GpuTimerTotals totals;           // dropped records, lost runs, ...
 };
