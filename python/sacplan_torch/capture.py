@@ -37,8 +37,9 @@ from . import distributed
 from .blocks import BlockSpec, find_blocks
 from .errors import SacplanError
 from .graph import BlockRecord, OpRecord, TensorRecord, dtype_name, op_kind
-from .memory import AllocationLog, _sync, _unique_storage_bytes, optimizer_state_tensors
-from .naming import OpNamer, aten_name, is_collective, is_named
+from .memory import (AllocationLog, _sync, _unique_storage_bytes, check_loss,
+                     optimizer_state_tensors)
+from .naming import OpNamer, aten_name, is_collective, is_named, is_random
 from .plan import PROFILE_SCHEMA, model_fingerprint
 
 StorageKey = Tuple[str, int]
@@ -367,7 +368,8 @@ class _Tracer(TorchDispatchMode):
         grad_in = ((torch.is_grad_enabled() or is_collective(func))
                    and any(t.requires_grad for t in ins))
         op = OpRecord(id=op_id, aten=aten_name(func), kind=op_kind(aten_name(func)),
-                      inputs=[], outputs=[], collective=is_collective(func))
+                      inputs=[], outputs=[], collective=is_collective(func),
+                      random=is_random(func, args, kwargs))
         op_index = len(trace.ops)
         for t in ins:
             key = _key(t)
@@ -429,28 +431,36 @@ def _as_loss(out) -> torch.Tensor:
     return first if first.dim() == 0 else first.float().square().mean()
 
 
-def _check_loss(loss) -> torch.Tensor:
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        raise SacplanError("step must return the scalar loss tensor")
-    if not loss.requires_grad:
-        raise SacplanError("the loss does not require grad: nothing in the step trains")
-    return loss
+def check_output_path(path) -> str:
+    """The path as a str; SacplanError unless it can name a file to write."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise SacplanError(f"path: expected a file name, not {type(path).__name__}")
+    path = os.fspath(path)
+    if not isinstance(path, str) or not path:
+        raise SacplanError("path: expected a file name, got an empty one")
+    if os.path.isdir(path):
+        raise SacplanError(f"{path}: is a directory; name the profile file to write")
+    return path
 
 
-def write_json_atomically(doc: dict, path: str) -> None:
-    """Writes to a temporary file beside `path`, then renames it over."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".sacplan-", suffix=".json", dir=directory)
+def write_json_atomically(doc: dict, path) -> None:
+    """Writes to a temporary file beside `path`, then renames it over; on
+    any failure no file is left (SacplanError for the OS's)."""
+    path = check_output_path(path)
+    tmp = None
     try:
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".sacplan-", suffix=".json", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except OSError as exc:
+        raise SacplanError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        raise
 
 
 def _workspace(log: AllocationLog, block: int, op_id: str) -> Tuple[int, int]:
@@ -566,6 +576,8 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
                                "the model as it runs without checkpointing")
     if warmup < 0 or repeats < 1:
         raise SacplanError("warmup must be >= 0 and repeats >= 1")
+    if path is not None:
+        path = check_output_path(path)
     step_fn = _as_step(step)
     device = params[0].device
     clock = _Clock(device)
@@ -575,7 +587,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     bar = _Progress(warmup + 1 + 2 * repeats, progress)
 
     def loss_of(m):
-        return _check_loss(step_fn(m))
+        return check_loss(step_fn(m))
 
     def finish(loss):
         loss.backward()

@@ -167,9 +167,19 @@ class Measurement:
     resident_bytes: int
 
 
+def check_loss(loss) -> torch.Tensor:
+    """The step's loss; SacplanError unless it is a scalar that trains."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise SacplanError(f"step must return the scalar loss tensor, not {shape}")
+    if not loss.requires_grad:
+        raise SacplanError("the loss does not require grad: nothing in the step trains")
+    return loss
+
+
 def train_step(model: nn.Module, step: Callable[[nn.Module], torch.Tensor],
                optimizer: Optional[torch.optim.Optimizer]) -> float:
-    loss = step(model)
+    loss = check_loss(step(model))
     loss.backward()
     if optimizer is not None:
         optimizer.step()
