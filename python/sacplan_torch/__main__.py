@@ -15,7 +15,8 @@ import argparse
 import os
 import sys
 
-from .capture import capture, check_output_path
+from .capture import capture
+from .json_io import check_output_path
 from .errors import SacplanError
 from .memory import measure_peak
 from .plan import load_plan
