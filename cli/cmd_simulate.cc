@@ -86,7 +86,11 @@ absl::Status RunSimulate(const SimulateFlags& flags) {
     ASSIGN_OR_RETURN(semantics, ParseSemanticsFlag(*flags.semantics));
   }
   const AnalyzedModel& model = loaded->analyzed;
-  absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, plan);
+  // The plan is checked for the semantics it is simulated under (random
+  // ops replay differently under each).
+  Plan simulated = plan;
+  simulated.semantics = semantics;
+  absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(model, simulated);
   if (!masks.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(flags.plan, ": ", masks.status().message()));

@@ -112,14 +112,17 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
         into.insert(into.end(), labels.begin(), labels.end());
         continue;
       }
+      // A random op is kept whatever its mask says (DecideSaves), so a
+      // never_save one, which no mask may save, is kept all the same.
       auto& saved_into = next[cleared];
       for (const Label& label : labels) {
         Label saved = label;
         saved.kept_bytes += required_bytes;
-        saved.mask[k] = true;
-        if (!op.never_save) saved_into.push_back(std::move(saved));
+        saved.mask[k] = !op.never_save;
+        if (!op.never_save || op.random) saved_into.push_back(std::move(saved));
       }
-      if (op.collective) continue;
+      // sacplan never recomputes a random op (DecideSaves).
+      if (op.collective || op.random) continue;
       State recomputed = cleared;
       for (int in : op.inputs) {
         if (block.tensors[in].producer >= 0) recomputed[in] = '1';
@@ -269,9 +272,15 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
                                             int exhaustive_max_ops,
                                             int64_t quantum_bytes) {
+  // torch-sac: every mask replays its random ops (ReplayRandomOps, after
+  // DropUselessSaves, which only unsaves and so keeps that).
   auto useful = [&](std::vector<SaveMask> masks) {
-    return semantics == Semantics::kTorchSac ? DropUselessSaves(block, std::move(masks))
-                                             : masks;
+    if (semantics != Semantics::kTorchSac) return masks;
+    masks = DropUselessSaves(block, std::move(masks));
+    for (SaveMask& mask : masks) mask = ReplayRandomOps(block, std::move(mask));
+    std::sort(masks.begin(), masks.end());
+    masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+    return masks;
   };
   if (static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops) {
     return ThinCandidates(
@@ -281,7 +290,7 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
   // Neighbours of candidates the thinning would drop are as good as dropped
   // too, so only the thinned frontier gets neighbours.
   std::vector<BlockCandidate> frontier = ThinCandidates(
-      ParetoCandidates(block, FrontierSaveMasks(block, semantics), semantics),
+      ParetoCandidates(block, useful(FrontierSaveMasks(block, semantics)), semantics),
       quantum_bytes);
   std::vector<SaveMask> survivors;
   for (const BlockCandidate& candidate : frontier) survivors.push_back(candidate.mask);

@@ -64,6 +64,16 @@ absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
             "leave this one out"));
       }
     }
+    const int misreplayed = plan.semantics == Semantics::kTorchSac
+                                ? FirstMisreplayedRandomOp(analysis, mask)
+                                : -1;
+    if (misreplayed >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan block ", block.index, " recomputes random op '",
+          analysis.op_ids[misreplayed], "' after saving an earlier one: the re-run "
+          "would draw other random numbers than the forward (save every random op "
+          "from the first saved one on, or none)"));
+    }
   }
   return masks;
 }

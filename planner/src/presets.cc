@@ -1,11 +1,13 @@
 #include "sacplan/planner/presets.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/schedule.h"
 
 namespace sacplan {
 namespace {
@@ -33,6 +35,17 @@ SaveMask BlockMask(const Block& block, const std::string& name) {
     if (name != "none" && block.ops[k].never_save) mask[k] = false;
   }
   return mask;
+}
+
+// A preset may save a random op before one it recomputes (megatron saves
+// torch.rand but never a dropout's never_save buffer): such blocks recompute
+// the earlier random ops too (ReplayRandomOps), under either semantics.
+std::vector<SaveMask> ReplayRandomOpsOfEach(const AnalyzedModel& model,
+                                            std::vector<SaveMask> masks) {
+  for (size_t b = 0; b < masks.size(); ++b) {
+    masks[b] = ReplayRandomOps(model.blocks[b], std::move(masks[b]));
+  }
+  return masks;
 }
 
 }  // namespace
@@ -67,13 +80,13 @@ absl::StatusOr<std::vector<SaveMask>> PresetMasks(const AnalyzedModel& model,
     for (size_t b = 0; b < blocks.size(); ++b) {
       masks.push_back(BlockMask(blocks[b], b % every == 0 ? "full" : "none"));
     }
-    return masks;
+    return ReplayRandomOpsOfEach(model, std::move(masks));
   }
   for (const char* known : {"none", "full", "torchtitan", "attn_only",
                                      "megatron"}) {
     if (name != known) continue;
     for (const Block& block : blocks) masks.push_back(BlockMask(block, name));
-    return masks;
+    return ReplayRandomOpsOfEach(model, std::move(masks));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown preset '", name,

@@ -71,6 +71,7 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
       ReadInt(j, "param_bytes", path, false, op.param_bytes, kByteRange));
   RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
   RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
+  RETURN_IF_ERROR(ReadBool(j, "random", path, false, op.random));
   if (const json* grads = json_reader::Find(j, "input_grad_bytes"); grads != nullptr) {
     const std::string gpath = path + ".input_grad_bytes";
     RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
@@ -100,6 +101,7 @@ json OpToJson(const Op& op) {
               {"param_bytes", op.param_bytes},
               {"collective", op.collective},
               {"never_save", op.never_save}};
+  if (op.random) doc["random"] = true;
   if (!op.input_grad_bytes.empty()) doc["input_grad_bytes"] = op.input_grad_bytes;
   return doc;
 }

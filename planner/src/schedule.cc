@@ -25,6 +25,32 @@ bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved) {
   return true;
 }
 
+int FirstMisreplayedRandomOp(const BlockAnalysis& block, const SaveMask& saved) {
+  if (EveryOpSaved(block, saved)) return -1;
+  bool saved_before = false;
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (!block.ops[k].random) continue;
+    if (saved[k]) {
+      saved_before = true;
+    } else if (saved_before) {
+      return k;
+    }
+  }
+  return -1;
+}
+
+SaveMask ReplayRandomOps(const BlockAnalysis& block, SaveMask saved) {
+  if (EveryOpSaved(block, saved)) return saved;
+  int last_unsaved = -1;
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (block.ops[k].random && !saved[k]) last_unsaved = k;
+  }
+  for (int k = 0; k < last_unsaved; ++k) {
+    if (block.ops[k].random) saved[k] = false;
+  }
+  return saved;
+}
+
 namespace {
 
 ScheduleStep Step(StepKind kind, int op) {
@@ -256,7 +282,9 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
     const OpNode& op = block.ops[k];
     bool any_required = false;
     for (int out : op.outputs) any_required |= required[out];
-    if (!IsSaved(block, saved, k)) {
+    // A random op is never recomputed here: sacplan's executor re-runs ops
+    // one by one in backward, where no generator replays its numbers.
+    if (!IsSaved(block, saved, k) && !op.random) {
       if (any_required) {
         for (int in : op.inputs) required[in] = true;
         outcome.recompute_ms += op.fwd_ms;

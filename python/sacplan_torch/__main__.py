@@ -16,6 +16,7 @@ import os
 import sys
 
 from .capture import capture
+from .json_io import check_output_path
 from .errors import SacplanError
 from .memory import measure_peak
 from .plan import load_plan
@@ -62,7 +63,7 @@ def _cmd_capture(ns) -> int:
     if many and "{rank}" not in ns.output:
         raise SacplanError("-o: under torchrun every rank writes its own profile; "
                            "put {rank} in the path (profile.rank{rank}.json)")
-    output = ns.output.replace("{rank}", str(rank))
+    output = check_output_path(ns.output.replace("{rank}", str(rank)))
     setup = load_setup(ns.setup, **_parse_args(ns.arg))
     optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
     profile = capture(setup.model, setup.step, blocks=setup.blocks, optimizer=optimizer,
@@ -121,6 +122,11 @@ def main(argv=None) -> int:
         return _cmd_capture(ns) if ns.command == "capture" else _cmd_check(ns)
     except SacplanError as exc:
         print(f"sacplan_torch: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the setup's own code may raise anything
+        # One line, as for bad input: what failed, not a traceback.
+        print(f"sacplan_torch: error: {SacplanError(f'{type(exc).__name__}: {exc}')}",
+              file=sys.stderr)
         return 2
 
 

@@ -13,7 +13,7 @@ from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
 
 from .blocks import BlockSpec, find_blocks
 from .errors import SacplanError
-from .naming import OpNamer, is_collective, is_named, split_op_id
+from .naming import OpNamer, is_collective, is_named, is_random, split_op_id
 from .plan import PlanLike, check_input_matches, check_plan_matches, load_plan
 
 _APPLIED = "_sacplan_applied_forward"
@@ -53,21 +53,47 @@ def _first_tensor(args, kwargs):
     return None
 
 
-def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str]) -> None:
+def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
+    """Refuses a plan that saves a random op and recomputes a later one.
+
+    checkpoint restores the generator to its state at the block's start
+    before the re-run, and a saved (cached) call draws nothing there, so a
+    recomputed random call draws the forward's numbers only when every
+    random call before it is recomputed too (docs/memory_model.md, "Random
+    ops"). `draws`: the block's random calls in forward order, with whether
+    the policy saved each."""
+    saved_first = None
+    for op_id, saved in draws:
+        if saved:
+            saved_first = saved_first or op_id
+        elif saved_first is not None:
+            raise SacplanError(
+                f"plan: blocks[{index}] saves random op '{saved_first}' and recomputes "
+                f"the later random op '{op_id}', which would draw other numbers than in "
+                "the forward and change the gradients; save every random op from the "
+                "first saved one on, or none")
+
+
+def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str],
+                named: Set[str]) -> None:
+    """`named`: every op id the plan names for the block (its profile's ops:
+    save and recompute), each of which the block must run."""
     namer = OpNamer(block)
     original = block.forward
     seen: Set[str] = set()
+    draws: List[Tuple[str, bool]] = []
     state = {"checked": False}
 
     def policy(ctx, func, *args, **kwargs):
         if not is_named(func):
             return CheckpointPolicy.PREFER_RECOMPUTE
         op_id = namer.name(func)
+        saved = op_id in save or is_collective(func)
         if not ctx.is_recompute:
             seen.add(op_id)
-        if op_id in save or is_collective(func):
-            return CheckpointPolicy.MUST_SAVE
-        return CheckpointPolicy.PREFER_RECOMPUTE
+            if not state["checked"] and is_random(func, args, kwargs):
+                draws.append((op_id, saved))
+        return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
 
     def run(*args, **kwargs):
         namer.reset()
@@ -85,12 +111,17 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
                          context_fn=functools.partial(create_selective_checkpoint_contexts, policy),
                          **kwargs)
         if not state["checked"]:
-            missing = sorted(save - seen)
-            if missing:
-                # Stays unchecked: every later forward refuses too.
-                raise SacplanError(
-                    f"plan: blocks[{index}].save names op ids the block does not run: "
-                    f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+            forward_draws = list(draws)
+            draws.clear()
+            _check_random_replay(index, forward_draws)
+            # Stays unchecked when one is missing: every later forward
+            # refuses too. A plan for another model names other ops.
+            for field, ids in (("save", save), ("recompute", named - save)):
+                missing = sorted(ids - seen)
+                if missing:
+                    raise SacplanError(
+                        f"plan: blocks[{index}].{field} names op ids the block does not run: "
+                        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
             state["checked"] = True
         return out
 
@@ -139,5 +170,6 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     for index, (name, block) in enumerate(found):
         entry = plan["blocks"][index]
         if entry.get("checkpoint", True):
-            _wrap_block(applied, index, block, set(entry["save"]))
+            _wrap_block(applied, index, block, set(entry["save"]),
+                        set(entry["save"]) | set(entry.get("recompute", [])))
     return applied

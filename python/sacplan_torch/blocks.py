@@ -46,9 +46,15 @@ def find_blocks(model: nn.Module, blocks: BlockSpec) -> List[Tuple[str, nn.Modul
         if not found:
             raise SacplanError("blocks: the predicate matches no submodule of the model")
         return found
+    if not isinstance(blocks, (list, tuple, nn.ModuleList)):
+        raise SacplanError(
+            "blocks: expected a module path, a predicate (name, module) -> bool or a list "
+            f"of the block modules, not {type(blocks).__name__}")
     names = {id(module): name for name, module in model.named_modules()}
     found = []
     for module in blocks:
+        if not isinstance(module, nn.Module):
+            raise SacplanError(f"blocks: the list holds a {type(module).__name__}, not a module")
         if id(module) not in names:
             raise SacplanError("blocks: a module in the list is not a submodule of the model")
         found.append((names[id(module)], module))

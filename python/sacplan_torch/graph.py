@@ -39,6 +39,10 @@ class OpRecord:
     # PyTorch's selective checkpointing cannot cache this op's output: an
     # in-place call writes it later (or the op is that in-place call).
     never_save: bool = False
+    # The call draws random numbers (naming.is_random): a recompute draws
+    # the forward's numbers only under the rule of docs/memory_model.md,
+    # "Random ops".
+    random: bool = False
     # Per input read only in slices (views of part of its storage): the
     # storage's bytes and the distinct slices, as (offset, shape, stride) ->
     # bytes. Absent: read whole.
@@ -88,6 +92,8 @@ class OpRecord:
             doc["collective"] = True
         if self.never_save:
             doc["never_save"] = True
+        if self.random:
+            doc["random"] = True
         grads = self.input_grad_bytes()
         if grads:
             doc["input_grad_bytes"] = grads

@@ -27,7 +27,7 @@ from .errors import SacplanError
 _SENTINEL_BASE = 999_983
 
 
-def _unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
     seen = set()
     total = 0
     for t in tensors:
@@ -60,7 +60,7 @@ def resident_bytes(model: nn.Module, optimizer: Optional[torch.optim.Optimizer])
     tensors = list(model.parameters()) + list(model.buffers())
     tensors += [p.grad for p in model.parameters() if p.grad is not None]
     tensors += optimizer_state_tensors(optimizer)
-    return _unique_storage_bytes(tensors)
+    return unique_storage_bytes(tensors)
 
 
 class AllocationLog:
@@ -167,9 +167,19 @@ class Measurement:
     resident_bytes: int
 
 
+def check_loss(loss) -> torch.Tensor:
+    """The step's loss; SacplanError unless it is a scalar that trains."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise SacplanError(f"step must return the scalar loss tensor, not {shape}")
+    if not loss.requires_grad:
+        raise SacplanError("the loss does not require grad: nothing in the step trains")
+    return loss
+
+
 def train_step(model: nn.Module, step: Callable[[nn.Module], torch.Tensor],
                optimizer: Optional[torch.optim.Optimizer]) -> float:
-    loss = step(model)
+    loss = check_loss(step(model))
     loss.backward()
     if optimizer is not None:
         optimizer.step()
@@ -186,7 +196,7 @@ def _device_of(model: nn.Module) -> torch.device:
     raise SacplanError("model has no parameters")
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -214,11 +224,11 @@ def measure_peak(model: nn.Module, step: Callable[[nn.Module], torch.Tensor], *,
     for _ in range(steps):
         resident = resident_bytes(model, optimizer)
         if device.type == "cuda":
-            _sync(device)
+            sync(device)
             torch.cuda.reset_peak_memory_stats(device)
             start = torch.cuda.memory_allocated(device)
             losses.append(train_step(model, step, optimizer))
-            _sync(device)
+            sync(device)
             peak = max(peak, resident + torch.cuda.max_memory_allocated(device) - start)
         else:
             with AllocationLog(device) as log:
@@ -226,10 +236,10 @@ def measure_peak(model: nn.Module, step: Callable[[nn.Module], torch.Tensor], *,
             peak = max(peak, resident + log.peak())
     times = []
     for _ in range(steps):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         losses.append(train_step(model, step, optimizer))
-        _sync(device)
+        sync(device)
         times.append((time.perf_counter() - t0) * 1e3)
     return Measurement(peak_bytes=peak, step_ms=statistics.median(times), losses=losses,
                        resident_bytes=resident)

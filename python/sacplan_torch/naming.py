@@ -53,6 +53,21 @@ def is_collective(func) -> bool:
             and func.overloadpacket.__name__ not in _NOT_COLLECTIVES)
 
 
+def is_random(func, args=(), kwargs=None) -> bool:
+    """Whether the call draws from a random number generator (dropout's
+    bernoulli_ or native_dropout, rand, randn, randint, normal, multinomial,
+    ...), read from what the op declares of itself: aten tags every op that
+    may draw `nondeterministic_seeded`. The attention kernels carry the tag
+    for their dropout and draw only when their `dropout_p` is above 0."""
+    if torch.Tag.nondeterministic_seeded not in getattr(func, "tags", ()):
+        return False
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name == "dropout_p":
+            value = args[i] if i < len(args) else (kwargs or {}).get(arg.name, 0.0)
+            return bool(value)
+    return True
+
+
 def split_op_id(op_id: str) -> Tuple[str, str, int]:
     """Inverse of OpNamer.name: (module path, aten op, repeat index)."""
     parts = op_id.split(".")

@@ -26,9 +26,14 @@ def load_json(source: PlanLike, what: str) -> Dict[str, Any]:
         with open(source, encoding="utf-8") as f:
             return json.load(f)
     except OSError as exc:
-        raise SacplanError(f"{what} {source}: cannot read ({exc.strerror})") from exc
+        raise SacplanError(f"{what} {source}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise SacplanError(f"{what} {source}: not UTF-8 text (byte {exc.start} is "
+                           f"{exc.object[exc.start]:#04x})") from exc
     except json.JSONDecodeError as exc:
         raise SacplanError(f"{what} {source}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError as exc:
+        raise SacplanError(f"{what} {source}: nested too deeply to be a {what}") from exc
 
 
 def load_plan(source: PlanLike) -> Dict[str, Any]:
@@ -45,6 +50,9 @@ def load_plan(source: PlanLike) -> Dict[str, Any]:
         save = block.get("save")
         if not isinstance(save, list) or not all(isinstance(s, str) for s in save):
             raise SacplanError(f"plan: blocks[{i}].save must be a list of op ids")
+        recompute = block.get("recompute", [])
+        if not isinstance(recompute, list) or not all(isinstance(s, str) for s in recompute):
+            raise SacplanError(f"plan: blocks[{i}].recompute must be a list of op ids")
         if not isinstance(block.get("checkpoint", True), bool):
             raise SacplanError(f"plan: blocks[{i}].checkpoint must be true or false")
     config = plan.get("model_config", {})
@@ -89,10 +97,16 @@ def check_plan_matches(plan: Dict[str, Any], model: nn.Module,
     if model_name is not None and plan.get("model") not in (None, model_name):
         raise SacplanError(
             f"plan is for model '{plan.get('model')}', not '{model_name}'")
+    recorded = plan.get("model_config", {})
+    if recorded and recorded.get("framework") != "pytorch":
+        # sacplan's built-in models (wan-tiny, ...) have no framework field.
+        raise SacplanError(
+            f"plan is for another model: '{plan.get('model')}' was not captured from "
+            "PyTorch (model_config.framework is not 'pytorch'); capture this model and "
+            "plan its profile")
     if len(plan["blocks"]) != len(blocks):
         raise SacplanError(
             f"plan has {len(plan['blocks'])} blocks, the model has {len(blocks)}")
-    recorded = plan.get("model_config", {})
     actual = model_fingerprint(model, blocks)
     for key in ("block_type", "block_param_count", "param_count"):
         if key in recorded and recorded[key] != actual[key]:

@@ -41,6 +41,7 @@ struct OpNode {
   int64_t output_bytes = 0;  // sum over outputs
   bool collective = false;
   bool never_save = false;  // see Op::never_save
+  bool random = false;      // see Op::random
   // Kind "add" or "clone" with one output: backward hands the output's
   // gradient to each input of the same size without allocating (autograd's
   // AddBackward, CloneBackward).

@@ -65,6 +65,11 @@ struct Op {
   // that changed. (Saving every op of a block, which is no checkpoint, is
   // still allowed.) Set by sacplan_torch's capture.
   bool never_save = false;
+  // Draws from a random number generator (dropout, torch.rand, ...): a
+  // recompute gets the forward's numbers only if it draws the same ones in
+  // the same order (docs/memory_model.md, "Random ops"). Set by
+  // sacplan_torch's capture.
+  bool random = false;
   // Gradient bytes this op's backward makes for an input it reads only part
   // of (a slice of a fused tensor, e.g. q, k, v and the MLP input cut from
   // one linear's output), keyed by input id; inputs read whole are absent.

@@ -166,6 +166,22 @@ struct SaveOutcome {
 // saved): such a block is not checkpointed at all under either semantics.
 bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved);
 
+// Random ops (docs/memory_model.md, "Random ops"). PyTorch's checkpoint
+// replays the generator from the block's start and a cached op draws
+// nothing, so a recomputed random op draws the forward's numbers only when
+// every random op before it is recomputed too: in a checkpointed block the
+// unsaved random ops must come before the saved ones. (Whether the re-run
+// reaches an op is not asked: apply_plan checks the rule as the forward
+// runs, before the re-run's stop is known.) sacplan semantics never
+// recomputes a random op (DecideSaves keeps it, like a collective), so any
+// mask is safe there. Returns the first unsaved random op after a saved
+// one, or -1 when `saved` replays the forward's numbers.
+int FirstMisreplayedRandomOp(const BlockAnalysis& block, const SaveMask& saved);
+
+// `saved` with every random op before the last unsaved one unsaved too: the
+// nearest mask (saving less, recomputing more) that replays the numbers.
+SaveMask ReplayRandomOps(const BlockAnalysis& block, SaveMask saved);
+
 SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);
 

@@ -1,0 +1,32 @@
+"""One block's forward in one step, as the tracer records it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, List, Optional, Tuple
+
+from .graph import OpRecord
+from .storage import StorageKey
+
+
+class BlockTrace:
+    """One block's forward in one step."""
+
+    def __init__(self, index: int, name: str):
+        self.index = index
+        self.name = name
+        self.inputs: List[dict] = []
+        self.input_ids: Dict[StorageKey, str] = {}
+        self.tensor_of: Dict[StorageKey, str] = {}
+        self.ops: List[OpRecord] = []
+        self.op_at: Dict[str, int] = {}      # tensor id -> producing op index
+        self.op_of_node: Dict[int, Optional[int]] = {}  # node sequence nr -> op index
+        self.last_reader: Dict[StorageKey, Tuple[int, int]] = {}  # param -> (op, bytes)
+        # The block's parameters as its forward sees them: under FSDP2 the
+        # unsharded parameters it all-gathered, which are not resident.
+        self.param_keys: set = set()
+        self.seq_start = 0
+        self.last_seq = 0
+        self.output: Optional[str] = None
+        self.fwd_spans: Dict[str, list] = defaultdict(list)
+        self.bwd_spans: Dict[str, list] = defaultdict(list)

@@ -1,0 +1,217 @@
+"""The dispatch tracer: a TorchDispatchMode that sees every aten call
+below autograd while a block's forward runs. A call that returns new storage
+is an op; views and other aliases are not (they own no memory), in-place
+calls make a new version of the tensor they write. Block hooks start and end
+each block's trace; autograd_walk then reads the nodes the forward built."""
+
+from __future__ import annotations
+
+import inspect
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .autograd_walk import held_before_blocks, record_saved, walk_block_nodes
+from .backward_timing import BackwardTimer
+from .clock import Clock
+from .errors import SacplanError
+from .graph import OpRecord, TensorRecord, dtype_name, op_kind
+from .memory import AllocationLog
+from .naming import OpNamer, aten_name, is_collective, is_named, is_random
+from .storage import storage_key, tensors_of, written_args
+from .trace import BlockTrace
+
+
+class Tracer(TorchDispatchMode):
+    """Names and records the aten calls of the blocks; installs the block
+    hooks that start and end each block's trace."""
+
+    def __init__(self, blocks: List[Tuple[str, nn.Module]], resident: set,
+                 clock: Clock, structure: bool, log: Optional[AllocationLog] = None):
+        super().__init__()
+        self.blocks = blocks
+        self.resident = resident
+        self.clock = clock
+        self.structure = structure
+        self.log = log
+        self.current: Optional[BlockTrace] = None
+        self.marking = False
+        self.traces: List[Optional[BlockTrace]] = [None] * len(blocks)
+        self.timer = BackwardTimer(clock, self._mark)
+        # Storage made during the step outside the blocks, and what the
+        # graph before block 0 keeps of it (the embeddings' saved tensors).
+        self.made_outside: set = set()
+        self.embedding_saved_bytes = 0
+        self.namers = [OpNamer(module) for _, module in blocks]
+        self.handles = []
+        for i, (_, module) in enumerate(blocks):
+            self.handles.append(module.register_forward_pre_hook(self._pre(i), with_kwargs=True))
+            self.handles.append(module.register_forward_hook(self._post(i), with_kwargs=True))
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        for namer in self.namers:
+            namer.remove()
+
+    def _mark(self, label: str) -> None:
+        # The mark's own allocation must not become an op of the block.
+        if self.log is not None:
+            self.marking = True
+            try:
+                self.log.mark(label)
+            finally:
+                self.marking = False
+
+    # Block boundaries ------------------------------------------------------
+    def _pre(self, i: int):
+        def hook(module, args, kwargs):
+            name = self.blocks[i][0]
+            if self.traces[i] is not None:
+                raise SacplanError(f"blocks[{i}] ({name}) runs more than once in a step")
+            self._mark(f"fwd_start{i}")
+            trace = BlockTrace(i, name)
+            try:
+                bound = inspect.signature(module.forward).bind(*args, **kwargs)
+                named = list(bound.arguments.items())
+            except TypeError:
+                named = [(f"arg{k}", a) for k, a in enumerate(args)] + list(kwargs.items())
+            first = True
+            for arg_name, value in named:
+                if not isinstance(value, torch.Tensor):
+                    continue
+                key = storage_key(value)
+                if key is None or key in trace.input_ids or key in self.resident:
+                    continue
+                trace.input_ids[key] = arg_name
+                trace.inputs.append({
+                    "id": arg_name, "bytes": value.untyped_storage().nbytes(),
+                    "shape": list(value.shape), "dtype": dtype_name(value.dtype),
+                    "requires_grad": bool(value.requires_grad),
+                    "kind": "carried" if first else "shared"})
+                first = False
+            if first:
+                raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
+            trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
+            self.namers[i].reset()
+            trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
+            if i == 0 and self.structure:
+                self.embedding_saved_bytes = held_before_blocks(
+                    [v for _, v in named if isinstance(v, torch.Tensor)], set(trace.input_ids),
+                    self.resident, self.made_outside)
+            self.traces[i] = trace
+            self.current = trace
+        return hook
+
+    def _post(self, i: int):
+        def hook(module, args, kwargs, output):
+            trace = self.current
+            self.current = None
+            outs = [t for t in tensors_of(output) if storage_key(t) is not None]
+            if not outs:
+                raise SacplanError(f"blocks[{i}] ({trace.name}) returns no tensor")
+            key = storage_key(outs[0])
+            if key not in trace.tensor_of:
+                raise SacplanError(
+                    f"blocks[{i}] ({trace.name}): the output is not made by an op of the "
+                    "block (a block must compute its output, e.g. end with a residual add)")
+            trace.output = trace.tensor_of[key]
+            self._walk_nodes(trace, outs)
+            self._mark(f"fwd_end{i}")
+        return hook
+
+    @property
+    def backward_started(self) -> bool:
+        return self.timer.started
+
+    def _walk_nodes(self, trace: BlockTrace, outs: List[torch.Tensor]) -> None:
+        def visit(node, op_index: Optional[int]) -> None:
+            if self.structure:
+                record_saved(trace, node, op_index, self.resident)
+            if op_index is not None:
+                self.timer.hook(trace, node, trace.ops[op_index].id)
+
+        walk_block_nodes(trace, outs, visit)
+
+    # Aten calls ------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        trace = self.current
+        if trace is None or self.marking or not is_named(func):
+            out = func(*args, **kwargs)
+            if trace is None and self.structure and not self.backward_started:
+                self.made_outside.update(storage_key(t) for t in tensors_of(out))
+            return out
+        op_id = self.namers[trace.index].name(func)
+        seq = torch._C._autograd._get_sequence_nr()
+        node_seq = seq - 1 if seq != trace.last_seq else None
+        trace.last_seq = seq
+        self._mark(f"{trace.index}:fwd:{op_id}:begin")
+        begin = self.clock.start()
+        out = func(*args, **kwargs)
+        span = self.clock.stop(begin)
+        self._mark(f"{trace.index}:fwd:{op_id}:end")
+        self._record_op(trace, func, op_id, node_seq, span, args, kwargs, out)
+        return out
+
+    def _record_op(self, trace, func, op_id, node_seq, span, args, kwargs, out) -> None:
+        ins = tensors_of((args, kwargs))
+        in_keys = {storage_key(t) for t in ins}
+        written = {storage_key(t) for t in written_args(func, args, kwargs)}
+        fresh = []
+        for o in tensors_of(out):
+            key = storage_key(o)
+            if key is None or key in self.resident or key in trace.param_keys:
+                continue
+            if key in in_keys and key not in written:
+                continue  # a view or alias of an input: no new memory
+            fresh.append((key, o))
+        if not fresh:
+            if node_seq is not None:
+                trace.op_of_node[node_seq] = None
+            return
+        # An autograd-aware collective (all_to_all_single_autograd) runs
+        # inside its autograd Function's forward, where grad mode is off;
+        # its output is differentiable all the same.
+        grad_in = ((torch.is_grad_enabled() or is_collective(func))
+                   and any(t.requires_grad for t in ins))
+        op = OpRecord(id=op_id, aten=aten_name(func), kind=op_kind(aten_name(func)),
+                      inputs=[], outputs=[], collective=is_collective(func),
+                      random=is_random(func, args, kwargs))
+        op_index = len(trace.ops)
+        for t in ins:
+            key = storage_key(t)
+            if key is None:
+                continue
+            if key in self.resident or key in trace.param_keys:
+                if t.requires_grad:
+                    # The op whose backward runs first (the last reader)
+                    # allocates the parameter's gradient: under FSDP2 the
+                    # unsharded gradient, freed after the reduce-scatter.
+                    trace.last_reader[key] = (op_index, t.untyped_storage().nbytes())
+                continue
+            tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
+            if tensor_id is not None:
+                op.read(tensor_id, t)
+        for key in written:
+            # A cached output must not change after it is cached (SAC checks
+            # the version): neither the call that writes a tensor in place
+            # nor the op that made it may be saved.
+            earlier = trace.op_at.get(trace.tensor_of.get(key, ""))
+            if earlier is not None:
+                trace.ops[earlier].never_save = True
+                op.never_save = True
+        for j, (key, o) in enumerate(fresh):
+            tensor_id = f"{op_id}.out" if j == 0 else f"{op_id}.out{j}"
+            op.outputs.append(TensorRecord(
+                id=tensor_id, bytes=o.untyped_storage().nbytes(), shape=list(o.shape),
+                dtype=dtype_name(o.dtype),
+                requires_grad=bool(grad_in and (o.is_floating_point() or o.is_complex()))))
+            trace.tensor_of[key] = tensor_id
+            trace.op_at[tensor_id] = op_index
+        trace.fwd_spans[op_id].append(span)
+        trace.ops.append(op)
+        if node_seq is not None:
+            trace.op_of_node[node_seq] = op_index
