@@ -113,7 +113,9 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
     const bool alias = pass_from >= 0 &&
                        (op.splits_grad || grad_bytes == block.tensors[pass_from].bytes);
     const int64_t scratch_bytes = alias ? 0 : grad_bytes;
-    GradInput grad{static_cast<int>(i), GradKind::kNew, 0, 0, -1};
+    // Filled in place: the list is reserved, and nothing else grows it here.
+    GradInput& grad = schedule.input_grads.emplace_back();
+    grad.input = static_cast<int>(i);
     if (node.shared_input) {
       grad.kind = GradKind::kAddToShared;
       grad.scratch_bytes = scratch_bytes;
@@ -145,7 +147,6 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
       grad.kind = GradKind::kAddInPlace;
       grad.scratch_bytes = scratch_bytes;
     }
-    schedule.input_grads.push_back(grad);
   }
   step.input_grads.end = Size(schedule.input_grads);
   step.grad_drops.begin = Size(schedule.grad_drops);

@@ -31,36 +31,12 @@ const char* PhaseName(Phase phase) {
   return "unknown";
 }
 
-bool OutlivesStep(MemoryCategory category) {
-  return category == MemoryCategory::kParamsAndOptimizer ||
-         category == MemoryCategory::kParamGrads ||
-         category == MemoryCategory::kSharedInputs;
+void MemoryTracker::Log(bool alloc, BufferId id) {
+  const Buffer& buffer = buffers_[id];
+  events_->push_back({alloc, buffer.category, buffer.bytes, marks_, id});
 }
 
-BufferId MemoryTracker::Alloc(MemoryCategory category, int64_t bytes) {
-  const BufferId id = static_cast<BufferId>(buffers_.size());
-  buffers_.push_back({category, true, bytes});
-  live_[static_cast<int>(category)] += bytes;
-  live_total_ += bytes;
-  if (events_ != nullptr && bytes > 0) {
-    events_->push_back({true, category, bytes, marks_, id});
-  }
-  return id;
-}
-
-void MemoryTracker::Free(BufferId id) {
-  if (id < 0 || id >= static_cast<BufferId>(buffers_.size()) || !buffers_[id].live) {
-    bad_frees_.push_back(id);
-    return;
-  }
-  Buffer& buffer = buffers_[id];
-  buffer.live = false;
-  live_[static_cast<int>(buffer.category)] -= buffer.bytes;
-  live_total_ -= buffer.bytes;
-  if (events_ != nullptr && buffer.bytes > 0) {
-    events_->push_back({false, buffer.category, buffer.bytes, marks_, id});
-  }
-}
+void MemoryTracker::BadFree(BufferId id) { bad_frees_.push_back(id); }
 
 absl::Status MemoryTracker::Check() const {
   auto describe = [&](BufferId id) {
@@ -76,18 +52,16 @@ absl::Status MemoryTracker::Check() const {
         "memory check: ", describe(bad_frees_.front()),
         " was freed while not live; ", bad_frees_.size(), " such frees in the step"));
   }
+  if (live_step_buffers_ == 0) return absl::OkStatus();
   int leaked = 0;
   BufferId first_leak = -1;
   for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
     if (!buffers_[id].live || OutlivesStep(buffers_[id].category)) continue;
     if (leaked++ == 0) first_leak = id;
   }
-  if (leaked > 0) {
-    return absl::InternalError(absl::StrCat("memory check: ", describe(first_leak),
-                                            " was never freed; ", leaked,
-                                            " such buffers in the step"));
-  }
-  return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("memory check: ", describe(first_leak),
+                                          " was never freed; ", leaked,
+                                          " such buffers in the step"));
 }
 
 void MemoryTracker::Mark(const StepLocation& where, double time_ms) {

@@ -12,6 +12,16 @@
 namespace sacplan {
 namespace {
 
+// Buffers outside the blocks (StepPhases and FSDP's per-block ones are
+// few; the estimate only sizes the tracker's ledger up front).
+constexpr size_t kStepPhaseBuffers = 32;
+
+// About how many buffers a block's schedule allocates: its tensors, an
+// activation gradient, a parameter gradient and a workspace per op.
+size_t BufferEstimate(const BlockAnalysis& block, const BlockSchedule& schedule) {
+  return block.tensors.size() + 8 * block.ops.size() + schedule.grad_buffer_bytes.size();
+}
+
 absl::Status CheckMasks(const AnalyzedModel& model,
                         const std::vector<SaveMask>& masks) {
   if (masks.size() != model.blocks.size()) {
@@ -63,6 +73,11 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
 
   StepResult result;
   MemoryTracker tracker(options.record_timeline);
+  size_t buffers = kStepPhaseBuffers;
+  for (int b = 0; b < block_count; ++b) {
+    buffers += BufferEstimate(model.blocks[b], schedules[b]);
+  }
+  tracker.Reserve(buffers);
   if (options.record_events) tracker.set_event_log(&result.events);
   double clock_ms = 0;
   StepPhases phases(model, tracker, clock_ms);
@@ -118,6 +133,7 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics) {
   const BlockSchedule schedule = LowerBlock(block, saved, semantics);
   MemoryTracker tracker;
+  tracker.Reserve(BufferEstimate(block, schedule));
   double clock_ms = 0;
   const int64_t in_bytes = block.tensors[block.carried_input].bytes;
   const int64_t out_bytes = block.tensors[block.output].bytes;

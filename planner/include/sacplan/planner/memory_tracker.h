@@ -37,7 +37,11 @@ const char* MemoryCategoryName(MemoryCategory category);
 // Parameters and optimizer state, parameter gradients and the shared inputs
 // outlive a step (the next step, or optimizer.zero_grad, ends them); every
 // other buffer a step allocates it frees.
-bool OutlivesStep(MemoryCategory category);
+inline constexpr bool OutlivesStep(MemoryCategory category) {
+  return category == MemoryCategory::kParamsAndOptimizer ||
+         category == MemoryCategory::kParamGrads ||
+         category == MemoryCategory::kSharedInputs;
+}
 
 // A buffer MemoryTracker::Alloc handed out, numbered from 0 in allocation
 // order; frees name it.
@@ -86,10 +90,33 @@ class MemoryTracker {
   // appended to `events` (not owned; must outlive the tracker's use).
   void set_event_log(std::vector<MemoryEvent>* events) { events_ = events; }
 
-  BufferId Alloc(MemoryCategory category, int64_t bytes);
+  // Room for `buffers` allocations without regrowing the ledger.
+  void Reserve(size_t buffers) { buffers_.reserve(buffers); }
+
+  // Inline: the solver's block evaluation calls these in its inner loop.
+  BufferId Alloc(MemoryCategory category, int64_t bytes) {
+    const BufferId id = static_cast<BufferId>(buffers_.size());
+    buffers_.push_back({category, true, bytes});
+    live_[static_cast<int>(category)] += bytes;
+    live_total_ += bytes;
+    live_step_buffers_ += OutlivesStep(category) ? 0 : 1;
+    if (events_ != nullptr && bytes > 0) Log(true, id);
+    return id;
+  }
   // Ends a live buffer. Freeing one twice, or an id never handed out,
   // changes no live bytes and is reported by Check().
-  void Free(BufferId buffer);
+  void Free(BufferId id) {
+    if (id < 0 || id >= static_cast<BufferId>(buffers_.size()) || !buffers_[id].live) {
+      BadFree(id);
+      return;
+    }
+    Buffer& buffer = buffers_[id];
+    buffer.live = false;
+    live_[static_cast<int>(buffer.category)] -= buffer.bytes;
+    live_total_ -= buffer.bytes;
+    live_step_buffers_ -= OutlivesStep(buffer.category) ? 0 : 1;
+    if (events_ != nullptr && buffer.bytes > 0) Log(false, id);
+  }
   // Notes the current live bytes as a candidate peak at `where`, at step time
   // `time_ms`. `where` is only copied when it becomes the peak or when the
   // timeline is recorded.
@@ -117,6 +144,9 @@ class MemoryTracker {
   const std::vector<TimelinePoint>& timeline() const { return timeline_; }
 
  private:
+  void Log(bool alloc, BufferId id);
+  void BadFree(BufferId id);
+
   struct Buffer {
     MemoryCategory category;
     bool live;
@@ -126,6 +156,7 @@ class MemoryTracker {
   bool record_timeline_;
   std::vector<Buffer> buffers_;      // indexed by BufferId
   std::vector<BufferId> bad_frees_;  // second frees and unknown ids
+  int64_t live_step_buffers_ = 0;    // live buffers that do not outlive the step
   std::array<int64_t, kMemoryCategoryCount> live_{};
   int64_t live_total_ = 0;
   int64_t peak_ = 0;
