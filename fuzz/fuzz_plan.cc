@@ -6,6 +6,7 @@
 #include <memory>
 #include <string_view>
 
+#include "checked_step.h"
 #include "round_trip.h"
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
@@ -47,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)CheckPlanMatches(*plan, target.profile);
   absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(target.model, *plan);
   if (!masks.ok()) return 0;
-  absl::StatusOr<StepResult> result = SimulateStep(target.model, *masks, plan->semantics);
+  absl::StatusOr<StepResult> result = fuzz::CheckedStep(target.model, *masks, plan->semantics);
   if (!result.ok()) return 0;
   fuzz::RequireReadsBack(PlanToJson(*plan, target.model), [](const json_reader::json& written) {
     return PlanFromJson(written);

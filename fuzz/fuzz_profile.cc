@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "checked_step.h"
 #include "round_trip.h"
 #include "sacplan/planner/json_reader.h"
 #include "sacplan/planner/presets.h"
@@ -29,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<std::vector<SaveMask>> masks = PresetMasks(*model, preset);
     if (!masks.ok()) continue;
     for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-      (void)SimulateStep(*model, *masks, semantics);
+      (void)fuzz::CheckedStep(*model, *masks, semantics);
     }
   }
   return 0;

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/status_macros.h"
 
 namespace sacplan {
 
@@ -126,31 +124,6 @@ absl::Status CachingAllocatorModel::Free(int64_t id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<AllocatorEvent>> AllocatorTraceFromEvents(
-    const std::vector<MemoryEvent>& events) {
-  std::vector<AllocatorEvent> trace;
-  trace.reserve(events.size());
-  // Live allocation ids by (category, size), newest last.
-  std::map<std::pair<int, int64_t>, std::vector<int64_t>> live;
-  int64_t next_id = 0;
-  for (const MemoryEvent& event : events) {
-    std::vector<int64_t>& same = live[{static_cast<int>(event.category), event.bytes}];
-    if (event.alloc) {
-      same.push_back(next_id);
-      trace.push_back({true, next_id++, event.bytes});
-      continue;
-    }
-    if (same.empty()) {
-      return absl::InternalError(absl::StrCat(
-          "allocation trace: a free of ", event.bytes, " bytes of ",
-          MemoryCategoryName(event.category), " matches no live allocation"));
-    }
-    trace.push_back({false, same.back(), event.bytes});
-    same.pop_back();
-  }
-  return trace;
-}
-
 absl::StatusOr<AllocatorStats> ReplayTrace(const std::vector<AllocatorEvent>& trace) {
   CachingAllocatorModel allocator;
   for (size_t i = 0; i < trace.size(); ++i) {
@@ -166,7 +139,11 @@ absl::StatusOr<AllocatorStats> ReplayTrace(const std::vector<AllocatorEvent>& tr
 }
 
 absl::StatusOr<AllocatorStats> ReplayStepEvents(const std::vector<MemoryEvent>& events) {
-  ASSIGN_OR_RETURN(const std::vector<AllocatorEvent> trace, AllocatorTraceFromEvents(events));
+  std::vector<AllocatorEvent> trace;
+  trace.reserve(events.size());
+  for (const MemoryEvent& event : events) {
+    trace.push_back({event.alloc, event.buffer, event.bytes});
+  }
   return ReplayTrace(trace);
 }
 

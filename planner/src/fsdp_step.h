@@ -13,38 +13,18 @@
 //             reduce-scatter input, free them, keep the gradient shard. The
 //             reduce-scatter input stays until the next reduce-scatter, the
 //             last one until the end of backward.
-// The simulator calls FsdpStep around every block; the solver's constants
-// use the byte counts below, so the two agree (a test checks it).
+// The simulator calls FsdpStep around every block, and the solver around
+// blocks that keep nothing to read its constants, so the two agree.
 #ifndef SACPLAN_PLANNER_SRC_FSDP_STEP_H_
 #define SACPLAN_PLANNER_SRC_FSDP_STEP_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "sacplan/planner/memory_tracker.h"
 #include "sacplan/planner/simulator.h"
 
 namespace sacplan {
-
-// All 0 without FSDP. The FSDP bytes live while block b's forward runs:
-// its gather output and its unsharded parameters.
-int64_t FsdpForwardBytes(const Model& model, int b);
-// The FSDP bytes' high water while block b is gathered before its forward.
-int64_t FsdpForwardGatherBytes(const Model& model, int b);
-// While block b's backward runs: its unsharded parameters, block b - 1's
-// prefetched gather output, block b + 1's reduce-scatter input.
-int64_t FsdpBackwardBytes(const Model& model, int b);
-// The FSDP bytes' high water while block b is made ready for its backward
-// (its gather, block b - 1's prefetch).
-int64_t FsdpBackwardGatherBytes(const Model& model, int b);
-// The high water at block b's reduce-scatter of everything beyond the
-// backward base (retained gradients of later blocks) and the earlier
-// blocks' kept activations: the carried input's gradient, block b - 1's
-// gather output, the reduce-scatter input and the larger of the unsharded
-// gradients and the shard with the collective's scratch.
-int64_t FsdpReduceScatterBytes(const AnalyzedModel& model, int b);
-// Parameter-gradient bytes block b leaves live after its backward, until the
-// optimizer step: the gradient shard under FSDP, else the whole gradient.
-int64_t RetainedGradBytes(const AnalyzedModel& model, int b);
 
 // Interprets FSDP2's collectives over a tracker and a clock. Does nothing
 // when the model is not under FSDP. Collective time compute does not hide
@@ -57,8 +37,10 @@ class FsdpStep {
   void AfterForward(int b);
   void BeforeBackward(int b);
   // `compute_ms` is b's backward and recompute time, which hides b - 1's
-  // all-gather and b + 1's reduce-scatter.
-  void AfterBackward(int b, double compute_ms);
+  // all-gather and b + 1's reduce-scatter. `param_grads` are the unsharded
+  // parameter gradients b's backward allocated, freed once copied into the
+  // reduce-scatter input.
+  void AfterBackward(int b, double compute_ms, const std::vector<BufferId>& param_grads);
 
   double exposed_ms() const { return exposed_ms_; }
 
@@ -67,6 +49,7 @@ class FsdpStep {
   // Block b's gather: output, collective scratch, unsharded parameters.
   void Gather(int b, Phase phase, int at_block);
   void Mark(Phase phase, int b, const char* what);
+  void FreeOf(std::vector<BufferId>& buffers, int b);
 
   const AnalyzedModel& model_;
   const Model& graph_;
@@ -74,6 +57,10 @@ class FsdpStep {
   double& clock_ms_;
   bool on_;
   double exposed_ms_ = 0;
+  // Per block, the live buffer of each kind; -1 when none.
+  std::vector<BufferId> gather_output_;
+  std::vector<BufferId> unsharded_;
+  std::vector<BufferId> reduce_scatter_input_;
 };
 
 }  // namespace sacplan

@@ -21,24 +21,32 @@ class GradBuffers {
   bool live(int t) const { return buffer_of_[t] >= 0; }
   bool shared(int t) const { return refs_[buffer_of_[t]] > 1; }
   bool has_slices(int t) const { return !slices_of_[t].empty(); }
-  // t's gradient is a new buffer (or one the block after allocated).
-  void Adopt(int t, int64_t bytes) { buffer_of_[t] = NewBuffer(bytes); }
+  // The number of t's gradient buffer; -1 when it has none.
+  int buffer_of(int t) const { return buffer_of_[t]; }
+  // t's gradient is a new buffer (or one the block after allocated);
+  // returns its number.
+  int Adopt(int t, int64_t bytes) { return buffer_of_[t] = NewBuffer(bytes); }
   void Alias(int t, int from) { buffer_of_[t] = Ref(buffer_of_[from]); }
   // The gradient of a slice of t: a new buffer, or a view of from's gradient.
-  void AdoptSlice(int t, int64_t bytes) { slices_of_[t].push_back(NewBuffer(bytes)); }
+  int AdoptSlice(int t, int64_t bytes) {
+    slices_of_[t].push_back(NewBuffer(bytes));
+    return slices_of_[t].back();
+  }
   void AliasSlice(int t, int from) { slices_of_[t].push_back(Ref(buffer_of_[from])); }
-  // Drops t's reference; returns the bytes freed (0 while others hold it).
-  int64_t Release(int t) { return Unref(std::exchange(buffer_of_[t], -1)); }
-  // Drops the references of t's slices; returns the bytes of each buffer
-  // this frees (one free per allocation, as the allocation trace needs).
-  std::vector<int64_t> ReleaseSlices(int t) {
-    std::vector<int64_t> freed_bytes;
+  // Drops t's reference; returns the number of the buffer this frees, -1
+  // while others hold it.
+  int Release(int t) { return Unref(std::exchange(buffer_of_[t], -1)); }
+  // Drops the references of t's slices; returns the number of each buffer
+  // this frees.
+  std::vector<int> ReleaseSlices(int t) {
+    std::vector<int> freed;
     for (int b : slices_of_[t]) {
-      if (const int64_t bytes = Unref(b); bytes > 0) freed_bytes.push_back(bytes);
+      if (const int buffer = Unref(b); buffer >= 0) freed.push_back(buffer);
     }
     slices_of_[t].clear();
-    return freed_bytes;
+    return freed;
   }
+  std::vector<int64_t> TakeBufferBytes() { return std::move(bytes_); }
 
  private:
   int NewBuffer(int64_t bytes) {
@@ -50,7 +58,7 @@ class GradBuffers {
     refs_[b] += 1;
     return b;
   }
-  int64_t Unref(int b) { return --refs_[b] == 0 ? bytes_[b] : 0; }
+  int Unref(int b) { return --refs_[b] == 0 ? b : -1; }
 
   std::vector<int> buffer_of_;
   std::vector<std::vector<int>> slices_of_;
@@ -70,9 +78,9 @@ void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
   GradJoin join;
   join.tensor = t;
   join.whole_bytes = block.tensors[t].bytes;
-  join.freed_slice_bytes = grads.ReleaseSlices(t);
+  join.freed_slices = grads.ReleaseSlices(t);
   join.whole_was_live = grads.live(t);
-  if (!join.whole_was_live) grads.Adopt(t, join.whole_bytes);
+  if (!join.whole_was_live) join.whole_buffer = grads.Adopt(t, join.whole_bytes);
   joins.push_back(std::move(join));
   range.end += 1;
 }
@@ -105,7 +113,9 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
     const bool alias = pass_from >= 0 &&
                        (op.splits_grad || grad_bytes == block.tensors[pass_from].bytes);
     const int64_t scratch_bytes = alias ? 0 : grad_bytes;
-    GradInput grad{static_cast<int>(i), GradKind::kNew, 0, 0};
+    // Filled in place: the list is reserved, and nothing else grows it here.
+    GradInput& grad = schedule.input_grads.emplace_back();
+    grad.input = static_cast<int>(i);
     if (node.shared_input) {
       grad.kind = GradKind::kAddToShared;
       grad.scratch_bytes = scratch_bytes;
@@ -114,7 +124,7 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
         grads.AliasSlice(in, pass_from);
         grad.kind = GradKind::kAliasSlice;
       } else {
-        grads.AdoptSlice(in, grad_bytes);
+        grad.buffer = grads.AdoptSlice(in, grad_bytes);
         grad.kind = GradKind::kNewSlice;
         grad.alloc_bytes = grad_bytes;
       }
@@ -123,13 +133,13 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
         grads.Alias(in, pass_from);
         grad.kind = GradKind::kAlias;
       } else {
-        grads.Adopt(in, node.bytes);
+        grad.buffer = grads.Adopt(in, node.bytes);
         grad.alloc_bytes = node.bytes;
       }
     } else if (grads.shared(in)) {
       // The old buffer stays with whoever else holds it: nothing is freed.
       grads.Release(in);
-      grads.Adopt(in, node.bytes);
+      grad.buffer = grads.Adopt(in, node.bytes);
       grad.kind = GradKind::kAddToNew;
       grad.alloc_bytes = node.bytes;
       grad.scratch_bytes = scratch_bytes;
@@ -137,7 +147,6 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
       grad.kind = GradKind::kAddInPlace;
       grad.scratch_bytes = scratch_bytes;
     }
-    schedule.input_grads.push_back(grad);
   }
   step.input_grads.end = Size(schedule.input_grads);
   step.grad_drops.begin = Size(schedule.grad_drops);
@@ -145,7 +154,7 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
   for (int out : op.outputs) {
     if (!grads.live(out)) continue;
     schedule.grad_drops.push_back(out);
-    if (const int64_t freed = grads.Release(out); freed > 0) {
+    if (const int freed = grads.Release(out); freed >= 0) {
       schedule.grad_frees.push_back(freed);
     }
   }
@@ -168,6 +177,8 @@ void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
   schedule.final_grad_joins = {joins, joins};
   JoinSlices(block, grads, block.carried_input, schedule.grad_joins,
              schedule.final_grad_joins);
+  schedule.carried_grad_buffer = grads.buffer_of(block.carried_input);
+  schedule.grad_buffer_bytes = grads.TakeBufferBytes();
 }
 
 }  // namespace sacplan

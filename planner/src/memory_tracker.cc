@@ -1,6 +1,6 @@
 #include "sacplan/planner/memory_tracker.h"
 
-#include <cassert>
+#include "absl/strings/str_cat.h"
 
 namespace sacplan {
 
@@ -31,22 +31,37 @@ const char* PhaseName(Phase phase) {
   return "unknown";
 }
 
-void MemoryTracker::Alloc(MemoryCategory category, int64_t bytes) {
-  live_[static_cast<int>(category)] += bytes;
-  live_total_ += bytes;
-  if (events_ != nullptr && bytes > 0) {
-    events_->push_back({true, category, bytes, marks_});
-  }
+void MemoryTracker::Log(bool alloc, BufferId id) {
+  const Buffer& buffer = buffers_[id];
+  events_->push_back({alloc, buffer.category, buffer.bytes, marks_, id});
 }
 
-void MemoryTracker::Free(MemoryCategory category, int64_t bytes) {
-  int64_t& live = live_[static_cast<int>(category)];
-  assert(live >= bytes && "freeing bytes that are not live");
-  live -= bytes;
-  live_total_ -= bytes;
-  if (events_ != nullptr && bytes > 0) {
-    events_->push_back({false, category, bytes, marks_});
+void MemoryTracker::BadFree(BufferId id) { bad_frees_.push_back(id); }
+
+absl::Status MemoryTracker::Check() const {
+  auto describe = [&](BufferId id) {
+    if (id < 0 || id >= static_cast<BufferId>(buffers_.size())) {
+      return absl::StrCat("buffer ", id, " (never allocated)");
+    }
+    const Buffer& buffer = buffers_[id];
+    return absl::StrCat("buffer ", id, " (", buffer.bytes, " bytes of ",
+                        MemoryCategoryName(buffer.category), ")");
+  };
+  if (!bad_frees_.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "memory check: ", describe(bad_frees_.front()),
+        " was freed while not live; ", bad_frees_.size(), " such frees in the step"));
   }
+  if (live_step_buffers_ == 0) return absl::OkStatus();
+  int leaked = 0;
+  BufferId first_leak = -1;
+  for (BufferId id = 0; id < static_cast<BufferId>(buffers_.size()); ++id) {
+    if (!buffers_[id].live || OutlivesStep(buffers_[id].category)) continue;
+    if (leaked++ == 0) first_leak = id;
+  }
+  return absl::InternalError(absl::StrCat("memory check: ", describe(first_leak),
+                                          " was never freed; ", leaked,
+                                          " such buffers in the step"));
 }
 
 void MemoryTracker::Mark(const StepLocation& where, double time_ms) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "block_interpreter.h"
 #include "fsdp_step.h"
 #include "sacplan/status_macros.h"
 #include "step_phases.h"
@@ -11,121 +12,15 @@
 namespace sacplan {
 namespace {
 
-// Interprets one block's schedule over a tracker. Kept activations stay
-// allocated between Forward() and Backward(); the block output is allocated
-// as kept because the next block (or the head) keeps it as its input. The
-// carried input was allocated (as kept) before the block; when the block
-// before holds its output (BlockSchedule::holds_output), that block frees
-// it, and this one leaves it alone.
-class BlockInterpreter {
- public:
-  BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
-                   int block_index, MemoryTracker& tracker, double& clock_ms,
-                   bool carried_held_before = false)
-      : block_(block),
-        schedule_(schedule),
-        block_index_(block_index),
-        tracker_(tracker),
-        clock_ms_(clock_ms),
-        carried_held_before_(carried_held_before) {}
+// Buffers outside the blocks (StepPhases and FSDP's per-block ones are
+// few; the estimate only sizes the tracker's ledger up front).
+constexpr size_t kStepPhaseBuffers = 32;
 
-  void Forward() {
-    for (const ScheduleStep& step : schedule_.forward) {
-      const OpNode& op = block_.ops[step.op];
-      for (int out : op.outputs) {
-        const bool held = schedule_.kept[out] || block_.tensors[out].block_output;
-        tracker_.Alloc(held ? MemoryCategory::kKept : MemoryCategory::kForwardLive,
-                       block_.tensors[out].bytes);
-      }
-      RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
-      for (int t : step.free_after) {
-        if (t == block_.carried_input) {
-          FreeActivation(t, false);
-        } else {
-          tracker_.Free(MemoryCategory::kForwardLive, block_.tensors[t].bytes);
-        }
-      }
-    }
-  }
-
-  // Expects the gradient of the block output to be live already; leaves the
-  // gradient of the carried input live for the block before. Gradients
-  // follow the schedule (LowerGradients decided their buffers).
-  void Backward() {
-    std::vector<bool> recomputed(block_.tensors.size(), false);
-    for (int t : schedule_.free_at_backward_start) FreeActivation(t, false);
-    for (const ScheduleStep& step : schedule_.backward) {
-      const OpNode& op = block_.ops[step.op];
-      if (step.kind == StepKind::kRecompute) {
-        for (int out : op.outputs) {
-          tracker_.Alloc(MemoryCategory::kRecomputed, block_.tensors[out].bytes);
-          recomputed[out] = true;
-        }
-        RunOp(Phase::kRecompute, step.op, op.workspace_bytes, op.fwd_ms);
-      } else {
-        BackwardOp(step);
-      }
-      for (int t : step.free_after) FreeActivation(t, recomputed[t]);
-    }
-    for (const GradJoin& join : Entries(schedule_.grad_joins, schedule_.final_grad_joins)) {
-      JoinSlices(join, 0);
-    }
-  }
-
- private:
-  // One op's backward: its outputs' slice gradients joined, its inputs' new
-  // gradient buffers and its parameter gradients allocated, the op run with
-  // its workspace and the results it adds into live buffers, then the
-  // buffers its outputs' gradients free.
-  void BackwardOp(const ScheduleStep& step) {
-    const OpNode& op = block_.ops[step.op];
-    for (const GradJoin& join : Entries(schedule_.grad_joins, step.grad_joins)) {
-      JoinSlices(join, step.op);
-    }
-    int64_t scratch_bytes = 0;
-    for (const GradInput& grad : Entries(schedule_.input_grads, step.input_grads)) {
-      tracker_.Alloc(MemoryCategory::kActivationGrads, grad.alloc_bytes);
-      scratch_bytes += grad.scratch_bytes;
-    }
-    tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes);
-    RunOp(Phase::kBackward, step.op, op.bwd_workspace_bytes + scratch_bytes, op.bwd_ms);
-    for (int64_t bytes : Entries(schedule_.grad_frees, step.grad_frees)) {
-      tracker_.Free(MemoryCategory::kActivationGrads, bytes);
-    }
-  }
-
-  // The join holds the slices and the whole at once, at op k's moment.
-  void JoinSlices(const GradJoin& join, int k) {
-    tracker_.Alloc(MemoryCategory::kActivationGrads, join.whole_bytes);
-    tracker_.Mark({Phase::kBackward, block_index_, block_.op_ids[k]}, clock_ms_);
-    for (int64_t freed : join.freed_slice_bytes) {
-      tracker_.Free(MemoryCategory::kActivationGrads, freed);
-    }
-    if (join.whole_was_live) {
-      tracker_.Free(MemoryCategory::kActivationGrads, join.whole_bytes);
-    }
-  }
-
-  void RunOp(Phase phase, int op, int64_t workspace_bytes, double ms) {
-    tracker_.Alloc(MemoryCategory::kWorkspace, workspace_bytes);
-    clock_ms_ += ms;
-    tracker_.Mark({phase, block_index_, block_.op_ids[op]}, clock_ms_);
-    tracker_.Free(MemoryCategory::kWorkspace, workspace_bytes);
-  }
-
-  void FreeActivation(int t, bool recomputed) {
-    if (t == block_.carried_input && carried_held_before_) return;
-    tracker_.Free(recomputed ? MemoryCategory::kRecomputed : MemoryCategory::kKept,
-                  block_.tensors[t].bytes);
-  }
-
-  const BlockAnalysis& block_;
-  const BlockSchedule& schedule_;
-  int block_index_;
-  MemoryTracker& tracker_;
-  double& clock_ms_;
-  bool carried_held_before_;
-};
+// About how many buffers a block's schedule allocates: its tensors, an
+// activation gradient, a parameter gradient and a workspace per op.
+size_t BufferEstimate(const BlockAnalysis& block, const BlockSchedule& schedule) {
+  return block.tensors.size() + 8 * block.ops.size() + schedule.grad_buffer_bytes.size();
+}
 
 absl::Status CheckMasks(const AnalyzedModel& model,
                         const std::vector<SaveMask>& masks) {
@@ -178,36 +73,44 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
 
   StepResult result;
   MemoryTracker tracker(options.record_timeline);
+  size_t buffers = kStepPhaseBuffers;
+  for (int b = 0; b < block_count; ++b) {
+    buffers += BufferEstimate(model.blocks[b], schedules[b]);
+  }
+  tracker.Reserve(buffers);
   if (options.record_events) tracker.set_event_log(&result.events);
   double clock_ms = 0;
   StepPhases phases(model, tracker, clock_ms);
-  phases.Setup();
+  BufferId carried = phases.Setup();
 
-  auto interpreter = [&](int b) {
+  std::vector<BlockInterpreter> blocks;
+  blocks.reserve(block_count);
+  for (int b = 0; b < block_count; ++b) {
     const bool held_before = b > 0 && schedules[b - 1].holds_output;
-    return BlockInterpreter(model.blocks[b], schedules[b], b, tracker, clock_ms,
-                            held_before);
-  };
+    blocks.emplace_back(model.blocks[b], schedules[b], b, tracker, clock_ms, held_before);
+  }
   FsdpStep fsdp(model, tracker, clock_ms);
   for (int b = 0; b < block_count; ++b) {
     fsdp.BeforeForward(b);
-    interpreter(b).Forward();
+    carried = blocks[b].Forward(carried);
     fsdp.AfterForward(b);
   }
 
   // Head and loss, forward then backward: the last block's output is the
   // head's input; its gradient starts the blocks' backward.
-  phases.Head(schedules.back().holds_output);
+  BufferId grad = phases.Head(carried, schedules.back().holds_output);
 
   for (int b = block_count - 1; b >= 0; --b) {
     fsdp.BeforeBackward(b);
-    interpreter(b).Backward();
-    fsdp.AfterBackward(b, model.blocks[b].bwd_ms + schedules[b].recompute_ms);
+    grad = blocks[b].Backward(grad);
+    fsdp.AfterBackward(b, model.blocks[b].bwd_ms + schedules[b].recompute_ms,
+                       blocks[b].param_grads());
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
   }
-  phases.EmbeddingBackward();
+  phases.EmbeddingBackward(grad);
   phases.Optimizer();
+  RETURN_IF_ERROR(tracker.Check());
 
   result.peak_bytes = tracker.peak_bytes();
   result.peak = tracker.peak_location();
@@ -230,22 +133,23 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics) {
   const BlockSchedule schedule = LowerBlock(block, saved, semantics);
   MemoryTracker tracker;
+  tracker.Reserve(BufferEstimate(block, schedule));
   double clock_ms = 0;
   const int64_t in_bytes = block.tensors[block.carried_input].bytes;
   const int64_t out_bytes = block.tensors[block.output].bytes;
-  tracker.Alloc(MemoryCategory::kKept, in_bytes);
   BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms);
-  interpreter.Forward();
+  const BufferId out =
+      interpreter.Forward(tracker.Alloc(MemoryCategory::kKept, in_bytes));
   BlockCost cost;
   cost.forward_peak_bytes = tracker.peak_bytes();
   // Hand the output over and receive its gradient, as the step does. A
   // block that holds its output keeps counting it (the next block counts it
   // again as its carried input: see docs/memory_model.md#solver).
-  if (!schedule.holds_output) tracker.Free(MemoryCategory::kKept, out_bytes);
+  if (!schedule.holds_output) tracker.Free(out);
   cost.kept_bytes = tracker.live_bytes();
-  tracker.Alloc(MemoryCategory::kActivationGrads, out_bytes);
+  const BufferId out_grad = tracker.Alloc(MemoryCategory::kActivationGrads, out_bytes);
   tracker.ResetPeak();
-  interpreter.Backward();
+  interpreter.Backward(out_grad);
   cost.backward_peak_bytes = tracker.peak_bytes();
   cost.recompute_ms = schedule.recompute_ms;
   cost.recomputed_ops = schedule.recomputed_ops;

@@ -5,11 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "candidates.h"
-#include "fsdp_step.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
-#include "step_phases.h"
+#include "step_constants.h"
 
 namespace sacplan {
 
@@ -22,73 +21,12 @@ namespace {
 
 using StepConstants = Solver::StepConstants;
 
-// Runs the phases SimulateStep runs around its blocks (StepPhases) on a
-// tracker, with blocks that keep nothing: each forward passes its carried
-// input on as its output, and each backward takes its output's gradient,
-// leaves its carried input's and adds its parameter gradients. What a
-// block keeps, holds and allocates on its own is its BlockCost, which the
-// chain DP adds to these bases, so each base is the tracker's live bytes
-// less the block's own carried input (forward) or output gradient
-// (backward), both of which the cost counts.
-StepConstants ComputeConstants(const AnalyzedModel& model) {
-  const int block_count = static_cast<int>(model.blocks.size());
-  auto carried_bytes = [&](int b) {
-    return model.blocks[b].tensors[model.blocks[b].carried_input].bytes;
-  };
-  auto output_bytes = [&](int b) {
-    return model.blocks[b].tensors[model.blocks[b].output].bytes;
-  };
-  const bool fsdp = model.model->parallel.fsdp;
-  StepConstants c;
-  MemoryTracker tracker;
-  double clock_ms = 0;
-  StepPhases phases(model, tracker, clock_ms);
-  phases.Setup();
-  int64_t plan_independent_peak = tracker.peak_bytes();
-  c.fsdp_forward.assign(block_count, 0);
-  c.forward_gather_base.assign(block_count, 0);
-  for (int b = 0; b < block_count; ++b) {
-    const int64_t base = tracker.live_bytes() - carried_bytes(b);
-    c.forward_base = std::max(c.forward_base, base);
-    c.fsdp_forward[b] = FsdpForwardBytes(*model.model, b);
-    if (fsdp) {
-      c.forward_gather_base[b] = tracker.live_bytes() + FsdpForwardGatherBytes(*model.model, b);
-    }
-    tracker.Free(MemoryCategory::kKept, carried_bytes(b));
-    tracker.Alloc(MemoryCategory::kKept, output_bytes(b));
-  }
-  tracker.ResetPeak();
-  phases.Head(/*last_block_holds_output=*/false);
-  c.head_base = tracker.peak_bytes();
-  c.backward_base.assign(block_count, 0);
-  c.backward_gather_base.assign(block_count, 0);
-  c.reduce_scatter_base.assign(block_count, 0);
-  for (int b = block_count - 1; b >= 0; --b) {
-    // Live before block b's backward, less its output's gradient.
-    const int64_t base = tracker.live_bytes() - output_bytes(b);
-    c.backward_base[b] = base + FsdpBackwardBytes(*model.model, b);
-    if (fsdp) {
-      // Before backward the block's kept bytes and its output's gradient.
-      c.backward_gather_base[b] = base + output_bytes(b) + FsdpBackwardGatherBytes(*model.model, b);
-      c.reduce_scatter_base[b] = base + FsdpReduceScatterBytes(model, b);
-    }
-    tracker.Free(MemoryCategory::kActivationGrads, output_bytes(b));
-    tracker.Alloc(MemoryCategory::kParamGrads, RetainedGradBytes(model, b));
-    tracker.Alloc(MemoryCategory::kActivationGrads, carried_bytes(b));
-  }
-  tracker.ResetPeak();
-  phases.EmbeddingBackward();
-  phases.Optimizer();
-  c.plan_independent_peak = std::max(plan_independent_peak, tracker.peak_bytes());
-  return c;
-}
-
 // The highest live bytes while block b runs, given the kept bytes of the
 // blocks before it.
 int64_t BlockMoment(const StepConstants& c, int b, const BlockCost& cost,
                     int64_t prefix_kept_bytes) {
   return prefix_kept_bytes +
-         std::max({c.forward_base + c.fsdp_forward[b] + cost.forward_peak_bytes,
+         std::max({c.forward_base[b] + cost.forward_peak_bytes,
                    c.backward_base[b] + cost.backward_peak_bytes,
                    c.forward_gather_base[b],
                    c.backward_gather_base[b] + cost.kept_bytes,
@@ -190,7 +128,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   Solver solver;
   solver.model_ = &model;
   solver.options_ = options;
-  solver.constants_ = std::make_shared<const StepConstants>(ComputeConstants(model));
+  ASSIGN_OR_RETURN(StepConstants constants, ComputeStepConstants(model));
+  solver.constants_ = std::make_shared<const StepConstants>(std::move(constants));
   // ComparedPresetNames() starts with none and full.
   for (const std::string& preset : ComparedPresetNames()) {
     SolvedPlan plan;

@@ -10,55 +10,61 @@ int64_t EmbeddingOutputBytes(const AnalyzedModel& model) {
 
 }  // namespace
 
-void StepPhases::Setup() {
+BufferId StepPhases::Setup() {
   const FixedMemory& fixed = model_.model->fixed;
   tracker_.Alloc(MemoryCategory::kParamsAndOptimizer,
                  fixed.param_bytes + fixed.optimizer_state_bytes);
   tracker_.Alloc(MemoryCategory::kSharedInputs, model_.shared_input_bytes);
-  tracker_.Alloc(MemoryCategory::kKept, EmbeddingOutputBytes(model_));
-  tracker_.Alloc(MemoryCategory::kKept, fixed.embedding_saved_bytes);
-  tracker_.Alloc(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
+  const BufferId embedding_output =
+      tracker_.Alloc(MemoryCategory::kKept, EmbeddingOutputBytes(model_));
+  embedding_saved_ = tracker_.Alloc(MemoryCategory::kKept, fixed.embedding_saved_bytes);
+  fsdp_root_ = tracker_.Alloc(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
   tracker_.Mark({Phase::kSetup, -1, ""}, clock_ms_);
+  return embedding_output;
 }
 
-void StepPhases::Head(bool last_block_holds_output) {
+BufferId StepPhases::Head(BufferId last_output, bool last_block_holds_output) {
   const FixedMemory& fixed = model_.model->fixed;
   const BlockAnalysis& last = model_.blocks.back();
   const int64_t last_out_bytes = last.tensors[last.output].bytes;
   // Two allocations, as each is freed on its own.
-  const int64_t head_kept_bytes = fixed.head_bytes - fixed.head_fwd_only_bytes;
-  tracker_.Alloc(MemoryCategory::kForwardLive, head_kept_bytes);
-  tracker_.Alloc(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
+  const BufferId head_kept = tracker_.Alloc(MemoryCategory::kForwardLive,
+                                            fixed.head_bytes - fixed.head_fwd_only_bytes);
+  const BufferId fwd_only =
+      tracker_.Alloc(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   clock_ms_ += fixed.head_fwd_ms;
   tracker_.Mark({Phase::kHead, -1, "forward"}, clock_ms_);
-  tracker_.Free(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
+  tracker_.Free(fwd_only);
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
   // Two allocations, as in the step: the output's gradient is freed by the
   // last block's backward, the shared inputs' at the end.
-  tracker_.Alloc(MemoryCategory::kActivationGrads, last_out_bytes);
-  tracker_.Alloc(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
+  const BufferId output_grad = tracker_.Alloc(MemoryCategory::kActivationGrads, last_out_bytes);
+  shared_input_grads_ =
+      tracker_.Alloc(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
   clock_ms_ += fixed.head_bwd_ms;
   tracker_.Mark({Phase::kHead, -1, "backward"}, clock_ms_);
-  tracker_.Free(MemoryCategory::kForwardLive, head_kept_bytes);
-  if (!last_block_holds_output) tracker_.Free(MemoryCategory::kKept, last_out_bytes);
+  tracker_.Free(head_kept);
+  if (!last_block_holds_output) tracker_.Free(last_output);
+  return output_grad;
 }
 
-void StepPhases::EmbeddingBackward() {
+void StepPhases::EmbeddingBackward(BufferId first_grad) {
   const FixedMemory& fixed = model_.model->fixed;
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.embedding_grad_bytes);
   tracker_.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms_);
-  tracker_.Free(MemoryCategory::kKept, fixed.embedding_saved_bytes);
-  tracker_.Free(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
-  tracker_.Free(MemoryCategory::kActivationGrads, EmbeddingOutputBytes(model_));
-  tracker_.Free(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
+  tracker_.Free(embedding_saved_);
+  tracker_.Free(fsdp_root_);
+  tracker_.Free(first_grad);
+  tracker_.Free(shared_input_grads_);
 }
 
 void StepPhases::Optimizer() {
   const FixedMemory& fixed = model_.model->fixed;
-  tracker_.Alloc(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
+  const BufferId workspace =
+      tracker_.Alloc(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
   clock_ms_ += fixed.optimizer_ms;
   tracker_.Mark({Phase::kOptimizer, -1, ""}, clock_ms_);
-  tracker_.Free(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
+  tracker_.Free(workspace);
 }
 
 }  // namespace sacplan

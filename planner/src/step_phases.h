@@ -20,24 +20,29 @@ class StepPhases {
   // Parameters and optimizer state, the shared inputs, the embeddings'
   // output (kept: the first block's carried input), what the embeddings
   // save for their backward and, under FSDP, the root's unsharded
-  // parameters (both live until the embeddings' backward).
-  void Setup();
+  // parameters (both live until the embeddings' backward). Returns the
+  // embeddings' output buffer: block 0's carried input.
+  BufferId Setup();
   // Head and loss, forward then backward; what only the head's forward
-  // holds (FixedMemory::head_fwd_only_bytes) is freed before its backward. Expects the last block's output
-  // live (kept). Leaves its gradient and the shared inputs' gradients live,
-  // and the non-block parameter gradients; frees the output unless the last
-  // block holds it (BlockSchedule::holds_output).
-  void Head(bool last_block_holds_output);
-  // Expects the first block's carried input's gradient live: the embeddings'
-  // backward turns it and the shared inputs' gradients into their
-  // parameters' gradients, and frees what they saved.
-  void EmbeddingBackward();
+  // holds (FixedMemory::head_fwd_only_bytes) is freed before its backward.
+  // Expects the last block's output live (kept, `last_output`). Leaves its
+  // gradient and the shared inputs' gradients live, and the non-block
+  // parameter gradients; frees the output unless the last block holds it
+  // (BlockSchedule::holds_output). Returns the output's gradient buffer.
+  BufferId Head(BufferId last_output, bool last_block_holds_output);
+  // Expects the first block's carried input's gradient live (`first_grad`):
+  // the embeddings' backward turns it and the shared inputs' gradients into
+  // their parameters' gradients, and frees them and what they saved.
+  void EmbeddingBackward(BufferId first_grad);
   void Optimizer();
 
  private:
   const AnalyzedModel& model_;
   MemoryTracker& tracker_;
   double& clock_ms_;
+  BufferId embedding_saved_ = -1;
+  BufferId fsdp_root_ = -1;
+  BufferId shared_input_grads_ = -1;
 };
 
 }  // namespace sacplan

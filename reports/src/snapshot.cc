@@ -2,17 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/planner/caching_allocator.h"
 
 namespace sacplan::reports {
 namespace {
 
 constexpr int64_t kBaseAddress = int64_t{1} << 40;  // looks like a device address
-constexpr int64_t kAlignment = 512;                 // PyTorch's rounding
 
 struct Allocation {
   int64_t addr = 0;
@@ -41,15 +41,11 @@ int64_t TimeUs(const StepResult& result, const MemoryEvent& event) {
   return static_cast<int64_t>(std::llround(result.timeline[i].time_ms * 1000));
 }
 
-int64_t Rounded(int64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
 // Segment events carry the rounded size, block events the requested one.
 nlohmann::json Entry(const char* action, const Allocation& a, int64_t time_us) {
   const bool segment = action[0] == 's';
   return {{"action", action}, {"addr", a.addr},
-          {"size", segment ? Rounded(a.size) : a.size},
+          {"size", segment ? RoundedBlockBytes(a.size) : a.size},
           {"stream", 0},      {"time_us", time_us},   {"frames", a.frames}};
 }
 
@@ -61,33 +57,30 @@ absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result) {
         "the step was simulated without its events or timeline");
   }
   std::vector<Allocation> allocations;
-  // Live allocation indices by (category, size), newest last.
-  std::map<std::pair<int, int64_t>, std::vector<int>> live;
+  // Index into `allocations` by buffer id.
+  std::unordered_map<BufferId, int> allocation_of;
   nlohmann::json trace = nlohmann::json::array();
   int64_t next_addr = kBaseAddress;
   for (const MemoryEvent& event : result.events) {
-    const std::pair<int, int64_t> key{static_cast<int>(event.category), event.bytes};
     const int64_t time_us = TimeUs(result, event);
     if (event.alloc) {
       Allocation a;
       a.addr = next_addr;
       a.size = event.bytes;
       a.frames = Frames(result, event);
-      next_addr += Rounded(event.bytes);
+      next_addr += RoundedBlockBytes(event.bytes);
       trace.push_back(Entry("segment_alloc", a, time_us));
       trace.push_back(Entry("alloc", a, time_us));
-      live[key].push_back(static_cast<int>(allocations.size()));
+      allocation_of[event.buffer] = static_cast<int>(allocations.size());
       allocations.push_back(std::move(a));
       continue;
     }
-    auto found = live.find(key);
-    if (found == live.end() || found->second.empty()) {
-      return absl::InternalError(absl::StrCat(
-          "allocation trace: a free of ", event.bytes, " bytes of ",
-          MemoryCategoryName(event.category), " matches no live allocation"));
+    auto found = allocation_of.find(event.buffer);
+    if (found == allocation_of.end() || !allocations[found->second].live) {
+      return absl::InternalError(absl::StrCat("allocation trace: a free of buffer ",
+                                              event.buffer, ", which is not live"));
     }
-    Allocation& a = allocations[found->second.back()];
-    found->second.pop_back();
+    Allocation& a = allocations[found->second];
     a.live = false;
     trace.push_back(Entry("free_requested", a, time_us));
     trace.push_back(Entry("free_completed", a, time_us));
@@ -97,7 +90,7 @@ absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result) {
   nlohmann::json segments = nlohmann::json::array();
   for (const Allocation& a : allocations) {
     if (!a.live) continue;
-    const int64_t size = Rounded(a.size);
+    const int64_t size = RoundedBlockBytes(a.size);
     segments.push_back({{"device", 0},
                         {"address", a.addr},
                         {"total_size", size},

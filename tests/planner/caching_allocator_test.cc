@@ -194,21 +194,19 @@ TEST(CachingAllocatorTest, RejectsBadCalls) {
   EXPECT_TRUE(absl::IsInvalidArgument(allocator.Free(0)));
 }
 
-TEST(AllocatorTraceTest, FreeEndsTheNewestAllocationOfItsCategoryAndSize) {
+TEST(AllocatorTraceTest, StepEventsFreeTheBufferTheyName) {
+  // The free names the older allocation, not the newest one.
   const std::vector<MemoryEvent> events = {
-      {true, MemoryCategory::kKept, 100, 0},
-      {true, MemoryCategory::kForwardLive, 100, 0},
-      {true, MemoryCategory::kKept, 100, 1},
-      {false, MemoryCategory::kKept, 100, 2},
-      {false, MemoryCategory::kForwardLive, 100, 2},
+      {true, MemoryCategory::kKept, 1 << 20, 0, 0},
+      {true, MemoryCategory::kKept, 3 << 20, 0, 1},
+      {false, MemoryCategory::kKept, 1 << 20, 1, 0},
   };
-  const std::vector<AllocatorEvent> trace = *AllocatorTraceFromEvents(events);
-  ASSERT_EQ(trace.size(), 5u);
-  EXPECT_EQ(trace[3].id, trace[2].id);
-  EXPECT_EQ(trace[4].id, trace[1].id);
-  EXPECT_NE(trace[0].id, trace[2].id);
-  EXPECT_TRUE(absl::IsInternal(
-      AllocatorTraceFromEvents({{false, MemoryCategory::kKept, 100, 0}}).status()));
+  const AllocatorStats stats = *ReplayStepEvents(events);
+  EXPECT_EQ(stats.requested_bytes, 3 << 20);
+  const absl::StatusOr<AllocatorStats> unknown =
+      ReplayStepEvents({{false, MemoryCategory::kKept, 100, 0, 3}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("free of 3"), std::string::npos);
 }
 
 TEST(AllocatorTraceTest, ReplayReportsTheFailingEvent) {

@@ -34,9 +34,13 @@ std::vector<int> Drops(const BlockSchedule& s, const ScheduleStep& step) {
   const auto entries = Entries(s.grad_drops, step.grad_drops);
   return {entries.begin(), entries.end()};
 }
+// The bytes of each buffer the step frees.
 std::vector<int64_t> Frees(const BlockSchedule& s, const ScheduleStep& step) {
-  const auto entries = Entries(s.grad_frees, step.grad_frees);
-  return {entries.begin(), entries.end()};
+  std::vector<int64_t> bytes;
+  for (int buffer : Entries(s.grad_frees, step.grad_frees)) {
+    bytes.push_back(s.grad_buffer_bytes.at(buffer));
+  }
+  return bytes;
 }
 
 TEST(GradScheduleTest, ResidualAddAliasesItsSameSizedInputAndTheSumFreesTheRest) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <random>
 
 #include "sacplan/planner/caching_allocator.h"
@@ -375,6 +376,37 @@ TEST(SimulateStepTest, EventLogReplaysToThePeak) {
     EXPECT_EQ(total, result.timeline.back().total_bytes -
                          model.fixed.optimizer_step_bytes)
         << preset;
+  }
+}
+
+// Every free names a buffer the step allocated and that is still live, and
+// every buffer the step allocates is freed once, but for those that outlive
+// the step (MemoryTracker::Check, which SimulateStep ends with).
+TEST(SimulateStepTest, EveryStepBufferIsFreedExactlyOnce) {
+  for (uint32_t seed : {3u, 17u, 29u}) {
+    const Model model = testing::RandomModel(4, 9, seed, /*identical=*/false);
+    const AnalyzedModel analyzed = *AnalyzeModel(model);
+    for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+      for (const char* preset : {"none", "full", "attn_only"}) {
+        const StepResult result = *SimulateStep(
+            analyzed, *PresetMasks(analyzed, preset), semantics, {.record_events = true});
+        std::map<BufferId, MemoryCategory> live;
+        for (const MemoryEvent& event : result.events) {
+          if (event.alloc) {
+            EXPECT_TRUE(live.emplace(event.buffer, event.category).second);
+          } else {
+            ASSERT_EQ(live.count(event.buffer), 1u) << "seed " << seed << " " << preset;
+            EXPECT_EQ(live[event.buffer], event.category);
+            live.erase(event.buffer);
+          }
+        }
+        for (const auto& [buffer, category] : live) {
+          EXPECT_TRUE(OutlivesStep(category))
+              << "buffer " << buffer << " " << MemoryCategoryName(category) << " seed "
+              << seed << " " << preset;
+        }
+      }
+    }
   }
 }
 

@@ -69,7 +69,8 @@ int CheckPlan(const AnalyzedModel& model, const Solver& solver,
     const int64_t backward = MostLive(step, [&](const StepLocation& w) {
       return w.block == b && w.phase != Phase::kForward;
     });
-    const int64_t composed_forward = c.forward_base + prefix_kept_bytes + cost.forward_peak_bytes;
+    const int64_t composed_forward =
+        c.forward_base[b] + prefix_kept_bytes + cost.forward_peak_bytes;
     const int64_t composed_backward =
         c.backward_base[b] + prefix_kept_bytes + cost.backward_peak_bytes;
     // Past a held output, and in a block that frees something as its

@@ -29,7 +29,8 @@ inline constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;  // own segment fro
 inline constexpr int64_t kRoundLarge = int64_t{2} << 20;      // own segment rounding
 
 // A request of `requested_bytes` (> 0) rounded up to a multiple of 512
-// (round_size with no roundup_power2_divisions configured).
+// (round_size with no roundup_power2_divisions configured). The one rounding
+// rule: the memory snapshot export sizes its blocks with it too.
 int64_t RoundedBlockBytes(int64_t requested_bytes);
 // The cudaMalloc size of a new segment for a rounded request (> 0): 2 MiB for
 // the small pool, 20 MiB below 10 MiB, otherwise the request rounded up to
@@ -107,19 +108,12 @@ struct AllocatorEvent {
   int64_t bytes = 0;
 };
 
-// The simulator's events (SimulateOptions::record_events) as an allocation
-// trace: a free ends the newest live allocation of its category and size,
-// the same pairing as the memory snapshot export. Internal error when a
-// free matches no live allocation.
-absl::StatusOr<std::vector<AllocatorEvent>> AllocatorTraceFromEvents(
-    const std::vector<MemoryEvent>& events);
-
 // Replays `trace` from an empty cache; the stats after its last event.
 // Errors are the first Alloc/Free error, prefixed by the event's index.
 absl::StatusOr<AllocatorStats> ReplayTrace(const std::vector<AllocatorEvent>& trace);
 
-// AllocatorTraceFromEvents then ReplayTrace: the reserved bytes of a
-// simulated step whose events were recorded.
+// The reserved bytes of a simulated step whose events were recorded: its
+// events replayed as a trace, each MemoryEvent::buffer the allocation id.
 absl::StatusOr<AllocatorStats> ReplayStepEvents(const std::vector<MemoryEvent>& events);
 
 }  // namespace sacplan

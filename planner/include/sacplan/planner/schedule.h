@@ -69,6 +69,9 @@ struct GradInput {
   // The op's fresh result while it runs, when it is added into a buffer
   // rather than becoming one (0 when it is the output's gradient itself).
   int64_t scratch_bytes = 0;
+  // The new buffer's number (BlockSchedule::grad_buffer_bytes); -1 when
+  // there is none.
+  int buffer = -1;
 };
 
 // Autograd joining the gradients of a tensor's slices into one gradient of
@@ -77,10 +80,11 @@ struct GradInput {
 struct GradJoin {
   int tensor = 0;
   int64_t whole_bytes = 0;
-  std::vector<int64_t> freed_slice_bytes;  // one entry per buffer freed
+  std::vector<int> freed_slices;  // the numbers of the buffers freed
   // A whole-tensor reader had already made a gradient of all of the tensor:
   // the joined one is added into it in place and its buffer freed.
   bool whole_was_live = false;
+  int whole_buffer = -1;  // otherwise the joined buffer's number
 };
 
 // Entries [begin, end) of one of BlockSchedule's gradient lists: the lists
@@ -100,7 +104,7 @@ struct ScheduleStep {
   // (BlockSchedule::grad_joins). Its inputs' gradients, inputs that take
   // none not listed (BlockSchedule::input_grads). After the op: the tensors
   // (its outputs) whose gradient reference is dropped
-  // (BlockSchedule::grad_drops), and the bytes of each buffer that frees
+  // (BlockSchedule::grad_drops), and the number of each buffer that frees
   // (BlockSchedule::grad_frees; a buffer an alias still holds is not freed).
   IndexRange grad_joins;
   IndexRange input_grads;
@@ -134,7 +138,14 @@ struct BlockSchedule {
   std::vector<GradJoin> grad_joins;
   std::vector<GradInput> input_grads;
   std::vector<int> grad_drops;
-  std::vector<int64_t> grad_frees;
+  std::vector<int> grad_frees;
+  // The bytes of each gradient buffer of the backward, by number: 0 is the
+  // block output's gradient (the block after, or the head, allocated it),
+  // then each new buffer in the order the backward allocates it.
+  std::vector<int64_t> grad_buffer_bytes;
+  // The buffer holding the carried input's gradient after the backward,
+  // which the block before frees; -1 when it takes none.
+  int carried_grad_buffer = -1;
   // After the last backward step: the carried input's slice gradients
   // joined (at most one entry of grad_joins). The block output's gradient
   // is live when the backward starts; the carried input's is left live for

@@ -62,12 +62,12 @@ class Solver {
 
   // Memory that is live whatever the plan at the moments the chain DP
   // checks, in bytes; the DP adds P_j (the kept bytes of the blocks before
-  // block j) and a block's BlockCost. Read from the phases SimulateStep runs
-  // around its blocks (setup, head, embeddings' backward, optimizer), on
-  // blocks that keep nothing (docs/memory_model.md#solver).
+  // block j) and a block's BlockCost. Read off a MemoryTracker that runs
+  // what SimulateStep runs around its blocks (setup, FSDP's collectives,
+  // head, embeddings' backward, optimizer) around blocks that keep nothing
+  // (docs/memory_model.md#solver).
   struct StepConstants {
-    int64_t forward_base = 0;            // + P_j + forward peak of block j
-    std::vector<int64_t> fsdp_forward;   // per block: added to forward_base
+    std::vector<int64_t> forward_base;   // per block: + P_j + forward peak
     std::vector<int64_t> backward_base;  // per block: + P_j + backward peak
     // FSDP's moments around block j (0 without FSDP), per block: its gather
     // before forward (+ P_j), before backward (+ P_j + its kept bytes), and

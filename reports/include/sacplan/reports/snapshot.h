@@ -18,14 +18,15 @@ namespace sacplan::reports {
 // reads as if every allocation were its own segment: each allocation of
 // more than zero bytes is "segment_alloc" then "alloc" at a fresh address
 // (512-byte aligned, never reused), and each free "free_requested",
-// "free_completed", "segment_free" for that address (a free ends the newest
-// live allocation of the same category and size). Entries carry size
-// (segment entries rounded up to 512), stream 0, time_us (the simulated
-// clock) and one frame naming the phase, block, op and category.
+// "free_completed", "segment_free" for the address of the buffer it names
+// (MemoryEvent::buffer). Entries carry size (segment entries rounded as
+// the caching allocator rounds a request, RoundedBlockBytes), stream 0,
+// time_us (the simulated clock) and one frame naming the phase, block, op
+// and category.
 // Allocations still live at the end of the step (parameters, optimizer
 // state, gradients) are the "segments", one active_allocated block each.
-// FailedPrecondition without events; Internal when a free matches no live
-// allocation.
+// FailedPrecondition without events; Internal when a free names a buffer
+// that is not live.
 absl::StatusOr<nlohmann::json> MemorySnapshotJson(const StepResult& result);
 
 }  // namespace sacplan::reports

@@ -1,0 +1,103 @@
+#include "block_interpreter.h"
+
+namespace sacplan {
+
+BlockInterpreter::BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
+                                   int block_index, MemoryTracker& tracker, double& clock_ms,
+                                   bool carried_held_before)
+    : block_(block),
+      schedule_(schedule),
+      block_index_(block_index),
+      tracker_(tracker),
+      clock_ms_(clock_ms),
+      carried_held_before_(carried_held_before),
+      activations_(block.tensors.size(), -1) {}
+
+BufferId BlockInterpreter::Forward(BufferId carried) {
+  activations_[block_.carried_input] = carried;
+  for (const ScheduleStep& step : schedule_.forward) {
+    const OpNode& op = block_.ops[step.op];
+    for (int out : op.outputs) {
+      const bool held = schedule_.kept[out] || block_.tensors[out].block_output;
+      activations_[out] = tracker_.Alloc(
+          held ? MemoryCategory::kKept : MemoryCategory::kForwardLive,
+          block_.tensors[out].bytes);
+    }
+    RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
+    for (int t : step.free_after) FreeActivation(t);
+  }
+  return activations_[block_.output];
+}
+
+BufferId BlockInterpreter::Backward(BufferId output_grad) {
+  grads_.assign(schedule_.grad_buffer_bytes.size(), -1);
+  grads_[0] = output_grad;
+  param_grads_.clear();
+  for (int t : schedule_.free_at_backward_start) FreeActivation(t);
+  for (const ScheduleStep& step : schedule_.backward) {
+    const OpNode& op = block_.ops[step.op];
+    if (step.kind == StepKind::kRecompute) {
+      for (int out : op.outputs) {
+        activations_[out] =
+            tracker_.Alloc(MemoryCategory::kRecomputed, block_.tensors[out].bytes);
+      }
+      RunOp(Phase::kRecompute, step.op, op.workspace_bytes, op.fwd_ms);
+    } else {
+      BackwardOp(step);
+    }
+    for (int t : step.free_after) FreeActivation(t);
+  }
+  for (const GradJoin& join : Entries(schedule_.grad_joins, schedule_.final_grad_joins)) {
+    JoinSlices(join, 0);
+  }
+  return schedule_.carried_grad_buffer >= 0 ? grads_[schedule_.carried_grad_buffer] : -1;
+}
+
+// One op's backward: its outputs' slice gradients joined, its inputs' new
+// gradient buffers and its parameter gradients allocated, the op run with
+// its workspace and the results it adds into live buffers, then the
+// buffers its outputs' gradients free.
+void BlockInterpreter::BackwardOp(const ScheduleStep& step) {
+  const OpNode& op = block_.ops[step.op];
+  for (const GradJoin& join : Entries(schedule_.grad_joins, step.grad_joins)) {
+    JoinSlices(join, step.op);
+  }
+  int64_t scratch_bytes = 0;
+  for (const GradInput& grad : Entries(schedule_.input_grads, step.input_grads)) {
+    if (grad.buffer >= 0) {
+      grads_[grad.buffer] = tracker_.Alloc(MemoryCategory::kActivationGrads, grad.alloc_bytes);
+    }
+    scratch_bytes += grad.scratch_bytes;
+  }
+  param_grads_.push_back(tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes));
+  RunOp(Phase::kBackward, step.op, op.bwd_workspace_bytes + scratch_bytes, op.bwd_ms);
+  for (int buffer : Entries(schedule_.grad_frees, step.grad_frees)) {
+    tracker_.Free(grads_[buffer]);
+  }
+}
+
+// The join holds the slices and the whole at once, at op k's moment.
+void BlockInterpreter::JoinSlices(const GradJoin& join, int k) {
+  const BufferId whole = tracker_.Alloc(MemoryCategory::kActivationGrads, join.whole_bytes);
+  tracker_.Mark({Phase::kBackward, block_index_, block_.op_ids[k]}, clock_ms_);
+  for (int slice : join.freed_slices) tracker_.Free(grads_[slice]);
+  if (join.whole_was_live) {
+    tracker_.Free(whole);
+  } else {
+    grads_[join.whole_buffer] = whole;
+  }
+}
+
+void BlockInterpreter::RunOp(Phase phase, int op, int64_t workspace_bytes, double ms) {
+  const BufferId workspace = tracker_.Alloc(MemoryCategory::kWorkspace, workspace_bytes);
+  clock_ms_ += ms;
+  tracker_.Mark({phase, block_index_, block_.op_ids[op]}, clock_ms_);
+  tracker_.Free(workspace);
+}
+
+void BlockInterpreter::FreeActivation(int t) {
+  if (t == block_.carried_input && carried_held_before_) return;
+  tracker_.Free(activations_[t]);
+}
+
+}  // namespace sacplan

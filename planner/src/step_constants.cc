@@ -1,0 +1,91 @@
+#include "step_constants.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "fsdp_step.h"
+#include "sacplan/status_macros.h"
+#include "step_phases.h"
+
+namespace sacplan {
+namespace {
+
+// A block that keeps nothing, over a tracker: its forward frees its carried
+// input and allocates its output; its backward frees its output's gradient
+// and allocates its parameter gradients and its carried input's gradient.
+// What a real block keeps, holds and allocates on its own is its
+// BlockCost, which the chain DP adds to the bases read around these.
+class EmptyBlock {
+ public:
+  EmptyBlock(const BlockAnalysis& block, MemoryTracker& tracker)
+      : block_(block), tracker_(tracker) {}
+  int64_t carried_bytes() const { return block_.tensors[block_.carried_input].bytes; }
+  int64_t output_bytes() const { return block_.tensors[block_.output].bytes; }
+  BufferId Forward(BufferId carried) {
+    tracker_.Free(carried);
+    return tracker_.Alloc(MemoryCategory::kKept, output_bytes());
+  }
+  BufferId Backward(BufferId output_grad) {
+    tracker_.Free(output_grad);
+    param_grads_ = {tracker_.Alloc(MemoryCategory::kParamGrads, block_.param_bytes)};
+    return tracker_.Alloc(MemoryCategory::kActivationGrads, carried_bytes());
+  }
+  const std::vector<BufferId>& param_grads() const { return param_grads_; }
+
+ private:
+  const BlockAnalysis& block_;
+  MemoryTracker& tracker_;
+  std::vector<BufferId> param_grads_;
+};
+
+}  // namespace
+
+absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& model) {
+  const int block_count = static_cast<int>(model.blocks.size());
+  const bool fsdp = model.model->parallel.fsdp;
+  Solver::StepConstants c;
+  c.forward_base.assign(block_count, 0);
+  c.forward_gather_base.assign(block_count, 0);
+  c.backward_base.assign(block_count, 0);
+  c.backward_gather_base.assign(block_count, 0);
+  c.reduce_scatter_base.assign(block_count, 0);
+  MemoryTracker tracker;
+  double clock_ms = 0;
+  StepPhases phases(model, tracker, clock_ms);
+  FsdpStep fsdp_step(model, tracker, clock_ms);
+  std::vector<EmptyBlock> blocks;
+  for (const BlockAnalysis& block : model.blocks) blocks.emplace_back(block, tracker);
+
+  BufferId carried = phases.Setup();
+  const int64_t setup_peak = tracker.peak_bytes();
+  for (int b = 0; b < block_count; ++b) {
+    tracker.ClearPeak();
+    fsdp_step.BeforeForward(b);
+    if (fsdp) c.forward_gather_base[b] = tracker.peak_bytes();
+    c.forward_base[b] = tracker.live_bytes() - blocks[b].carried_bytes();
+    carried = blocks[b].Forward(carried);
+    fsdp_step.AfterForward(b);
+  }
+  tracker.ResetPeak();
+  BufferId grad = phases.Head(carried, /*last_block_holds_output=*/false);
+  c.head_base = tracker.peak_bytes();
+  for (int b = block_count - 1; b >= 0; --b) {
+    tracker.ClearPeak();
+    fsdp_step.BeforeBackward(b);
+    // Before the backward: the block's kept bytes are added to this.
+    if (fsdp) c.backward_gather_base[b] = tracker.peak_bytes();
+    c.backward_base[b] = tracker.live_bytes() - blocks[b].output_bytes();
+    grad = blocks[b].Backward(grad);
+    tracker.ClearPeak();
+    fsdp_step.AfterBackward(b, 0, blocks[b].param_grads());
+    if (fsdp) c.reduce_scatter_base[b] = tracker.peak_bytes();
+  }
+  tracker.ResetPeak();
+  phases.EmbeddingBackward(grad);
+  phases.Optimizer();
+  c.plan_independent_peak = std::max(setup_peak, tracker.peak_bytes());
+  RETURN_IF_ERROR(tracker.Check());
+  return c;
+}
+
+}  // namespace sacplan
