@@ -307,6 +307,9 @@ std::vector<std::string_view> OpIdentity(const Op& op) {
   for (const std::string& in : op.inputs) identity.push_back(in);
   identity.push_back("->");
   for (const TensorInfo& out : op.outputs) identity.push_back(out.id);
+  // Only ops that draw random numbers carry the mark, so graphs without any
+  // keep the fingerprints they had.
+  if (op.random) identity.push_back("!random");
   return identity;
 }
 

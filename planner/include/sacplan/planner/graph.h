@@ -152,9 +152,10 @@ inline constexpr int64_t kMaxModelTotalBytes = int64_t{1} << 62;
 absl::Status ValidateModel(const Model& model);
 
 // What makes two ops the same op of a graph, in order: the id, the kind
-// (which decides how the backward hands gradients on), the input ids, "->"
-// and the output ids. GraphFingerprint hashes exactly these, and
-// SameStructure compares them before the costs.
+// (which decides how the backward hands gradients on), the input ids, "->",
+// the output ids and, for an op that draws random numbers, a mark.
+// GraphFingerprint hashes exactly these, and SameStructure compares them
+// before the costs.
 std::vector<std::string_view> OpIdentity(const Op& op);
 
 // True when the two blocks have the same ops (OpIdentity), tensors and costs
