@@ -1,6 +1,6 @@
 // Internal to sacplan_planner: what FSDP2 allocates and frees around each
 // block of a training step, on one rank, as measured from PyTorch's FSDP2
-// (docs/memory_model.md#many-gpus). Per block b, with U_b its unsharded
+// (docs/many_gpus.md). Per block b, with U_b its unsharded
 // parameters (the all-gather output has the same size):
 //   forward:  gather b (output U_b, then the unsharded parameters U_b, then
 //             block b - 1's kept gather output is freed); run b; free the

@@ -2,7 +2,7 @@
 // FSDP2, Ulysses sequence parallel) and what FSDP2 adds to each block.
 // A profile describes one rank; every byte count and time in it is that
 // rank's. Format: docs/profile_format.md#many-gpus; memory and time model:
-// docs/memory_model.md#many-gpus.
+// docs/many_gpus.md.
 #ifndef SACPLAN_PLANNER_PARALLEL_H_
 #define SACPLAN_PLANNER_PARALLEL_H_
 

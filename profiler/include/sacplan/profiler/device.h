@@ -19,7 +19,7 @@ struct DevicePreset {
   // Interconnect per GPU, GB/s (1e9) in one direction: within a node
   // (NVLink; PCIe where a card has none) and between nodes (InfiniBand).
   // A collective over at most kRanksPerNode ranks runs at nvlink_gbps,
-  // a larger one at ib_gbps (docs/memory_model.md#many-gpus).
+  // a larger one at ib_gbps (docs/many_gpus.md).
   double nvlink_gbps = 0;
   double ib_gbps = 0;
   // Achieved fractions of peak (realistic, not datasheet).
