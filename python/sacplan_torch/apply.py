@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
                                     create_selective_checkpoint_contexts)
 
-from .blocks import BlockSpec, find_blocks
+from .blocks import BlockSpec, compiled_around, find_blocks, refuse_compiled
 from .errors import SacplanError
 from .naming import OpNamer, is_collective, is_named, is_random, split_op_id
 from .plan import PlanLike, check_input_matches, check_plan_matches, load_plan
@@ -74,8 +74,17 @@ def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
                 "first saved one on, or none")
 
 
-def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str],
-                named: Set[str]) -> None:
+_EAGER_ONLY = ("apply the plan to the model with this block uncompiled: dynamo cannot trace "
+               "the plan's policy, so a checkpointed block runs eagerly anyway")
+
+
+def _refuse_compiled(model: nn.Module, index: int, name: str, block: nn.Module) -> None:
+    refuse_compiled(index, name, compiled_around(model, name, block), "apply_plan",
+                    _EAGER_ONLY)
+
+
+def _wrap_block(applied: AppliedPlan, model: nn.Module, index: int, name: str,
+                block: nn.Module, save: Set[str], named: Set[str]) -> None:
     """`named`: every op id the plan names for the block (its profile's ops:
     save and recompute), each of which the block must run."""
     namer = OpNamer(block)
@@ -101,6 +110,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
 
     def forward(*args, **kwargs):
         if not state["checked"]:
+            _refuse_compiled(model, index, name, block)
             carried = _first_tensor(args, kwargs)
             if carried is not None:
                 check_input_matches(applied.plan, list(carried.shape),
@@ -126,7 +136,13 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
         return out
 
     setattr(block, _APPLIED, True)
-    block.forward = forward
+    # Dynamo cannot trace the policy's op naming (module hooks mutate the
+    # namer inside checkpoint's region, a side effect it refuses), so a
+    # compiler reaching this forward runs it eagerly, where the first call
+    # refuses a compiled block with the message below.
+    block.forward = torch.compiler.disable(
+        forward, reason="sacplan apply_plan: a block with a plan runs eagerly; "
+        "do not torch.compile it (docs/python.md, \"torch.compile\")")
 
     def undo():
         namer.remove()
@@ -156,6 +172,9 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     """
     plan = load_plan(plan)
     found = find_blocks(model, blocks)
+    for index, (name, block) in enumerate(found):
+        if index < len(plan["blocks"]) and plan["blocks"][index].get("checkpoint", True):
+            _refuse_compiled(model, index, name, block)
     check_plan_matches(plan, model, found, model_name)
     if plan.get("semantics", "torch-sac") != "torch-sac":
         warnings.warn(
@@ -170,6 +189,6 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     for index, (name, block) in enumerate(found):
         entry = plan["blocks"][index]
         if entry.get("checkpoint", True):
-            _wrap_block(applied, index, block, set(entry["save"]),
+            _wrap_block(applied, model, index, name, block, set(entry["save"]),
                         set(entry["save"]) | set(entry.get("recompute", [])))
     return applied

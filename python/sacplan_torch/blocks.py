@@ -61,3 +61,49 @@ def find_blocks(model: nn.Module, blocks: BlockSpec) -> List[Tuple[str, nn.Modul
     if not found:
         raise SacplanError("blocks: the list of block modules is empty")
     return found
+
+
+
+def _is_wrapper(module: nn.Module) -> bool:
+    return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
+
+
+def compiled_how(module: nn.Module) -> str | None:
+    """How `module` is compiled, or None when it runs eagerly:
+    `torch.compile(block)` returns a wrapper (an OptimizedModule holding the
+    block as `_orig_mod`); `block.compile()` compiles in place."""
+    if _is_wrapper(module):
+        return "torch.compile(block)"
+    if getattr(module, "_compiled_call_impl", None) is not None:
+        return "block.compile()"
+    return None
+
+
+def compiled_around(model: nn.Module, name: str, block: nn.Module) -> str | None:
+    """How the model runs `block` compiled, or None: the block itself is
+    compiled, a `torch.compile` wrapper replaced it under its name, or it is
+    the `_orig_mod` of a wrapper."""
+    how = compiled_how(block)
+    if how is not None:
+        return how
+    parent = name.rsplit(".", 1)[0] if name.endswith("._orig_mod") else None
+    for path in (name, parent):
+        try:
+            holder = model.get_submodule(path) if path is not None else None
+        except AttributeError:
+            holder = None
+        if holder is not None and _is_wrapper(holder) and holder._orig_mod is block:
+            return "torch.compile(block)"
+    return None
+
+
+def refuse_compiled(index: int, name: str, how: str | None, doing: str, fix: str) -> None:
+    """Raises SacplanError for a compiled block (`how`, from compiled_how or
+    compiled_around). Capture's dispatch mode and apply_plan's checkpoint
+    policy both name each aten call through module hooks: under a dispatch
+    mode dynamo runs compiled code eagerly (a capture would time the eager
+    block), and it cannot trace apply_plan's policy (docs/python.md,
+    "torch.compile")."""
+    if how is not None:
+        raise SacplanError(f"blocks[{index}] ({name}) is compiled ({how}): {doing} needs "
+                           f"the eager block; {fix} (docs/python.md, \"torch.compile\")")

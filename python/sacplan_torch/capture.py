@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from . import distributed
-from .blocks import BlockSpec, find_blocks
+from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .clock import Clock
 from .errors import SacplanError
 from .graph import BlockRecord
@@ -370,6 +370,8 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     if not any(p.requires_grad for p in model.parameters()):
         raise SacplanError("model has no parameters that require gradients")
     for index, (block_name, module) in enumerate(found):
+        refuse_compiled(index, block_name, compiled_how(module), "capture",
+                        "pass blocks=[b._orig_mod for b in ...] or capture before compiling")
         if getattr(module, "_sacplan_applied_forward", False):
             raise SacplanError(f"blocks[{index}] ({block_name}) has a plan applied: capture "
                                "the model as it runs without checkpointing")

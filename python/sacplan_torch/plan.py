@@ -65,7 +65,10 @@ def block_type_name(module: nn.Module) -> str:
     """The class name of a block as its author wrote it. FSDP2's
     `fully_shard` (and `replicate`) swap a module's class for a subclass
     `FSDP<Class>` with bases (FSDPModule, Class); a plan captured before
-    sharding must still match a block sharded before apply_plan."""
+    sharding must still match a block sharded before apply_plan, and one
+    captured eagerly a block wrapped by torch.compile."""
+    if type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod"):
+        module = module._orig_mod  # torch.compile(block): the block it compiles
     cls = type(module)
     while len(cls.__bases__) == 2:
         wrapper, original = cls.__bases__
