@@ -166,9 +166,10 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
 
     Raises SacplanError for a plan made for another model (block count,
     block type, parameter counts, `model_name`), an op id naming a submodule
-    the block lacks, or a block spec that matches nothing; at the first
-    forward, for another input shape or dtype and for op ids the block never
-    runs. Returns a handle whose `remove()` undoes the change.
+    the block lacks, a block spec that matches nothing, or a checkpointed
+    block compiled with torch.compile; at the first forward, for another
+    input shape or dtype, op ids the block never runs, or a block compiled
+    after apply_plan (docs/python.md, "torch.compile"). Returns a handle whose `remove()` undoes the change.
     """
     plan = load_plan(plan)
     found = find_blocks(model, blocks)
