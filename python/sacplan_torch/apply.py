@@ -8,12 +8,13 @@ from typing import Any, Dict, List, Set, Tuple
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
+from torch.utils.checkpoint import (CheckpointPolicy, _CachingTorchDispatchMode, checkpoint,
                                     create_selective_checkpoint_contexts)
 
-from .blocks import BlockSpec, compiled_around, find_blocks, refuse_compiled
+from .blocks import BlockSpec, eager_block, find_blocks
+from .compiled import BlockNamer
 from .errors import SacplanError
-from .naming import OpNamer, is_collective, is_named, is_random, split_op_id
+from .naming import is_collective, is_named, is_random, split_op_id
 from .plan import PlanLike, check_input_matches, check_plan_matches, load_plan
 
 _APPLIED = "_sacplan_applied_forward"
@@ -74,20 +75,50 @@ def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
                 "first saved one on, or none")
 
 
-_EAGER_ONLY = ("apply the plan to the model with this block uncompiled: dynamo cannot trace "
-               "the plan's policy, so a checkpointed block runs eagerly anyway")
+def _check_all_ran(index: int, save: Set[str], named: Set[str], seen: Set[str]) -> None:
+    for field, ids in (("save", save), ("recompute", named - save)):
+        missing = sorted(ids - seen)
+        if missing:
+            raise SacplanError(
+                f"plan: blocks[{index}].{field} names op ids the block does not run: "
+                f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
 
 
-def _refuse_compiled(model: nn.Module, index: int, name: str, block: nn.Module) -> None:
-    refuse_compiled(index, name, compiled_around(model, name, block), "apply_plan",
-                    _EAGER_ONLY)
+class _TracedForward(_CachingTorchDispatchMode):
+    """The forward context of a checkpoint AOTAutograd traces, once per
+    traced graph: names the calls from zero, then checks the ids named
+    (`namer.check_traced`). It extends PyTorch's own forward mode because
+    compile accepts only TorchDispatchModes from `context_fn`."""
+
+    def __init__(self, forward_mode, namer: BlockNamer):
+        super().__init__(forward_mode.policy_fn, forward_mode.storage)
+        self.namer = namer
+
+    def __enter__(self):
+        self.namer.begin_trace()
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb):
+        result = super().__exit__(exc_type, exc, tb)
+        self.namer.tracing = False
+        if exc_type is None:
+            self.namer.check_traced(set(self.namer.traced))
+        return result
 
 
-def _wrap_block(applied: AppliedPlan, model: nn.Module, index: int, name: str,
-                block: nn.Module, save: Set[str], named: Set[str]) -> None:
+def _traced_contexts(policy, namer: BlockNamer):
+    forward_mode, recompute_mode = create_selective_checkpoint_contexts(policy)
+    return _TracedForward(forward_mode, namer), recompute_mode
+
+
+def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str],
+                named: Set[str]) -> None:
     """`named`: every op id the plan names for the block (its profile's ops:
     save and recompute), each of which the block must run."""
-    namer = OpNamer(block)
+    namer = BlockNamer(block)
+    # Bound here, not in the traced forward: dynamo would turn the block
+    # index into a symbolic int when the next block recompiles the forward.
+    namer.check_traced = functools.partial(_check_all_ran, index, save, named)
     original = block.forward
     seen: Set[str] = set()
     draws: List[Tuple[str, bool]] = []
@@ -96,6 +127,12 @@ def _wrap_block(applied: AppliedPlan, model: nn.Module, index: int, name: str,
     def policy(ctx, func, *args, **kwargs):
         if not is_named(func):
             return CheckpointPolicy.PREFER_RECOMPUTE
+        if namer.tracing:
+            op_id = namer.traced_name(func)
+            saved = op_id in save or is_collective(func)
+            # The partitioner would keep a PREFER_RECOMPUTE call it finds
+            # costly (an attention): MUST_RECOMPUTE holds it to the plan.
+            return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.MUST_RECOMPUTE
         op_id = namer.name(func)
         saved = op_id in save or is_collective(func)
         if not ctx.is_recompute:
@@ -105,12 +142,19 @@ def _wrap_block(applied: AppliedPlan, model: nn.Module, index: int, name: str,
         return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
 
     def run(*args, **kwargs):
-        namer.reset()
+        if not torch.compiler.is_compiling():
+            namer.reset()
         return original(*args, **kwargs)
 
     def forward(*args, **kwargs):
+        if torch.compiler.is_compiling():
+            # The eager checks below would run at dynamo's trace, before any
+            # call is named; the op ids are checked when AOTAutograd has
+            # traced the block (_traced_contexts).
+            return checkpoint(run, *args, use_reentrant=False,
+                              context_fn=functools.partial(_traced_contexts, policy, namer),
+                              **kwargs)
         if not state["checked"]:
-            _refuse_compiled(model, index, name, block)
             carried = _first_tensor(args, kwargs)
             if carried is not None:
                 check_input_matches(applied.plan, list(carried.shape),
@@ -126,23 +170,12 @@ def _wrap_block(applied: AppliedPlan, model: nn.Module, index: int, name: str,
             _check_random_replay(index, forward_draws)
             # Stays unchecked when one is missing: every later forward
             # refuses too. A plan for another model names other ops.
-            for field, ids in (("save", save), ("recompute", named - save)):
-                missing = sorted(ids - seen)
-                if missing:
-                    raise SacplanError(
-                        f"plan: blocks[{index}].{field} names op ids the block does not run: "
-                        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+            _check_all_ran(index, save, named, seen)
             state["checked"] = True
         return out
 
     setattr(block, _APPLIED, True)
-    # Dynamo cannot trace the policy's op naming (module hooks mutate the
-    # namer inside checkpoint's region, a side effect it refuses), so a
-    # compiler reaching this forward runs it eagerly, where the first call
-    # refuses a compiled block with the message below.
-    block.forward = torch.compiler.disable(
-        forward, reason="sacplan apply_plan: a block with a plan runs eagerly; "
-        "do not torch.compile it (docs/python.md, \"torch.compile\")")
+    block.forward = forward
 
     def undo():
         namer.remove()
@@ -166,16 +199,17 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
 
     Raises SacplanError for a plan made for another model (block count,
     block type, parameter counts, `model_name`), an op id naming a submodule
-    the block lacks, a block spec that matches nothing, or a checkpointed
-    block compiled with torch.compile; at the first forward, for another
-    input shape or dtype, op ids the block never runs, or a block compiled
-    after apply_plan (docs/python.md, "torch.compile"). Returns a handle whose `remove()` undoes the change.
+    the block lacks, or a block spec that matches nothing; at the first
+    forward, for another input shape or dtype and for op ids the block never
+    runs. Blocks compiled with torch.compile, before or after, work
+    (docs/python.md, "torch.compile"): the policy names the calls AOTAutograd
+    traces, and op ids the block never runs are refused while it compiles.
+    Returns a handle whose `remove()` undoes the change.
     """
     plan = load_plan(plan)
-    found = find_blocks(model, blocks)
-    for index, (name, block) in enumerate(found):
-        if index < len(plan["blocks"]) and plan["blocks"][index].get("checkpoint", True):
-            _refuse_compiled(model, index, name, block)
+    # torch.compile(block) wraps the block: the plan goes on the eager
+    # block inside, which the wrapper's compiled code calls.
+    found = [(name, eager_block(block)) for name, block in find_blocks(model, blocks)]
     check_plan_matches(plan, model, found, model_name)
     if plan.get("semantics", "torch-sac") != "torch-sac":
         warnings.warn(
@@ -190,6 +224,6 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     for index, (name, block) in enumerate(found):
         entry = plan["blocks"][index]
         if entry.get("checkpoint", True):
-            _wrap_block(applied, model, index, name, block, set(entry["save"]),
+            _wrap_block(applied, index, block, set(entry["save"]),
                         set(entry["save"]) | set(entry.get("recompute", [])))
     return applied

@@ -79,31 +79,16 @@ def compiled_how(module: nn.Module) -> str | None:
     return None
 
 
-def compiled_around(model: nn.Module, name: str, block: nn.Module) -> str | None:
-    """How the model runs `block` compiled, or None: the block itself is
-    compiled, a `torch.compile` wrapper replaced it under its name, or it is
-    the `_orig_mod` of a wrapper."""
-    how = compiled_how(block)
-    if how is not None:
-        return how
-    parent = name.rsplit(".", 1)[0] if name.endswith("._orig_mod") else None
-    for path in (name, parent):
-        try:
-            holder = model.get_submodule(path) if path is not None else None
-        except AttributeError:
-            holder = None
-        if holder is not None and _is_wrapper(holder) and holder._orig_mod is block:
-            return "torch.compile(block)"
-    return None
+def eager_block(module: nn.Module) -> nn.Module:
+    """The block a `torch.compile(block)` wrapper compiles, or the module."""
+    return module._orig_mod if _is_wrapper(module) else module
 
 
 def refuse_compiled(index: int, name: str, how: str | None, doing: str, fix: str) -> None:
-    """Raises SacplanError for a compiled block (`how`, from compiled_how or
-    compiled_around). Capture's dispatch mode and apply_plan's checkpoint
-    policy both name each aten call through module hooks: under a dispatch
-    mode dynamo runs compiled code eagerly (a capture would time the eager
-    block), and it cannot trace apply_plan's policy (docs/python.md,
-    "torch.compile")."""
+    """Raises SacplanError for a compiled block (`how`, from compiled_how).
+    Under capture's dispatch mode dynamo runs compiled code eagerly, so a
+    capture of a compiled block would describe and time the eager block
+    while claiming the compiled one (docs/python.md, "torch.compile")."""
     if how is not None:
         raise SacplanError(f"blocks[{index}] ({name}) is compiled ({how}): {doing} needs "
                            f"the eager block; {fix} (docs/python.md, \"torch.compile\")")
