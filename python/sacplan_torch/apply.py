@@ -127,15 +127,9 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
     def policy(ctx, func, *args, **kwargs):
         if not is_named(func):
             return CheckpointPolicy.PREFER_RECOMPUTE
-        if namer.tracing:
-            op_id = namer.traced_name(func)
-            saved = op_id in save or is_collective(func)
-            # The partitioner would keep a PREFER_RECOMPUTE call it finds
-            # costly (an attention): MUST_RECOMPUTE holds it to the plan.
-            return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.MUST_RECOMPUTE
-        op_id = namer.name(func)
+        op_id = namer.traced_name(func) if namer.tracing else namer.name(func)
         saved = op_id in save or is_collective(func)
-        if not ctx.is_recompute:
+        if not ctx.is_recompute and not namer.tracing:
             seen.add(op_id)
             if not state["checked"] and is_random(func, args, kwargs):
                 draws.append((op_id, saved))
