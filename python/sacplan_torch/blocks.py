@@ -63,7 +63,6 @@ def find_blocks(model: nn.Module, blocks: BlockSpec) -> List[Tuple[str, nn.Modul
     return found
 
 
-
 def _is_wrapper(module: nn.Module) -> bool:
     return type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod")
 

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
 from torch import nn
 
+from .blocks import eager_block
 from .errors import SacplanError
 
 PLAN_SCHEMA = "sacplan.plan/1"
@@ -67,9 +68,7 @@ def block_type_name(module: nn.Module) -> str:
     `FSDP<Class>` with bases (FSDPModule, Class); a plan captured before
     sharding must still match a block sharded before apply_plan, and one
     captured eagerly a block wrapped by torch.compile."""
-    if type(module).__name__ == "OptimizedModule" and hasattr(module, "_orig_mod"):
-        module = module._orig_mod  # torch.compile(block): the block it compiles
-    cls = type(module)
+    cls = type(eager_block(module))
     while len(cls.__bases__) == 2:
         wrapper, original = cls.__bases__
         if wrapper.__name__ not in ("FSDPModule", "ReplicateModule"):
