@@ -98,6 +98,20 @@ def test_compiled_blocks_train_like_eager_under_a_plan(how, order, saves):
     assert counter.frame_count == len(net.blocks)
 
 
+def test_whole_model_compiled_trains_like_eager():
+    counter = CompileCounterWithBackend("aot_eager")
+    net = make_net()
+    apply_plan(net, plan_for(net, MATMULS + [attention_op_id()]), blocks="blocks")
+    compiled = torch.compile(net, backend=counter, fullgraph=True)
+    reference = make_net()
+    x, y = make_batch()
+    loss_of(compiled, x, y).backward()
+    loss_of(reference, x, y).backward()
+    assert counter.frame_count == 1
+    for (name, p), q in zip(net.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
 def _backward_graph_ops(saves):
     graphs = []
 
