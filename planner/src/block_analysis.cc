@@ -1,5 +1,6 @@
 #include "sacplan/planner/block_analysis.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +59,15 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
       a.tensors[t].needed_by_backward = true;
     }
     node.fwd_ms = op.fwd_ms;
+    node.checkpointed_fwd_extra_ms = op.checkpointed_fwd_ms.value_or(op.fwd_ms) - op.fwd_ms;
+    // Caching an output never makes a call cheaper; a measured saved
+    // forward below the unsaved one is noise, and reading it as such keeps
+    // "unsave what the re-run never reaches" (DropUselessSaves) exact.
+    node.saved_fwd_extra_ms = std::max(op.saved_fwd_ms.value_or(op.fwd_ms) - op.fwd_ms,
+                                       node.checkpointed_fwd_extra_ms);
+    node.checkpointed_bwd_extra_ms = op.checkpointed_bwd_ms.value_or(op.bwd_ms) - op.bwd_ms;
+    node.recompute_ms = op.recompute_ms.value_or(op.fwd_ms);
+    node.replay_ms = op.replay_ms.value_or(0.0);
     node.bwd_ms = op.bwd_ms;
     node.workspace_bytes = op.workspace_bytes;
     node.bwd_workspace_bytes = op.bwd_workspace_bytes;

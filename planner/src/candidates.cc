@@ -60,19 +60,19 @@ int64_t KeepableBytes(const BlockAnalysis& block, int op) {
 // Saving every op is plain autograd, which keeps less; it is added as is.
 std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block) {
   std::vector<int> items;
-  double rerun_ms = 0;
   for (int k : FreeOps(block)) {
-    if (!TorchSacRerunReaches(block, k)) continue;
-    items.push_back(k);
-    rerun_ms += block.ops[k].fwd_ms;
+    if (TorchSacRerunReaches(block, k)) items.push_back(k);
   }
-  std::vector<Label> labels{{0, rerun_ms, SaveMask(block.op_count(), false)}};
+  const SaveMask none_saved(block.op_count(), false);
+  std::vector<Label> labels{{0, TorchSacCheckpointMs(block, none_saved), none_saved}};
   for (int k : items) {
     const size_t before = labels.size();
     for (size_t i = 0; i < before; ++i) {
       Label saved = labels[i];
       saved.kept_bytes += KeepableBytes(block, k);
-      saved.recompute_ms -= block.ops[k].fwd_ms;
+      const OpNode& op = block.ops[k];
+      saved.recompute_ms += op.saved_fwd_extra_ms - op.checkpointed_fwd_extra_ms +
+                            op.replay_ms - op.recompute_ms;
       saved.mask[k] = true;
       labels.push_back(std::move(saved));
     }

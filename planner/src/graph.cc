@@ -205,7 +205,9 @@ absl::Status CheckTotals(const Model& model) {
       add(op.workspace_bytes);
       add(op.bwd_workspace_bytes);
       add(op.param_bytes);
-      total_ms += op.fwd_ms + op.bwd_ms;
+      total_ms += op.fwd_ms + op.bwd_ms + op.checkpointed_fwd_ms.value_or(0) +
+                  op.saved_fwd_ms.value_or(0) + op.checkpointed_bwd_ms.value_or(0) +
+                  op.recompute_ms.value_or(0) + op.replay_ms.value_or(0);
     }
     add(block.fsdp.unsharded_param_bytes);
     add(block.fsdp.sharded_grad_bytes);
@@ -287,7 +289,10 @@ bool SameTensor(const TensorInfo& a, const TensorInfo& b) {
 bool SameOp(const Op& a, const Op& b) {
   if (OpIdentity(a) != OpIdentity(b) ||
       a.backward_needs != b.backward_needs || a.fwd_ms != b.fwd_ms ||
-      a.bwd_ms != b.bwd_ms || a.workspace_bytes != b.workspace_bytes ||
+      a.bwd_ms != b.bwd_ms || a.checkpointed_fwd_ms != b.checkpointed_fwd_ms ||
+      a.saved_fwd_ms != b.saved_fwd_ms || a.checkpointed_bwd_ms != b.checkpointed_bwd_ms ||
+      a.recompute_ms != b.recompute_ms || a.replay_ms != b.replay_ms ||
+      a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
       a.param_bytes != b.param_bytes || a.collective != b.collective ||
       a.never_save != b.never_save || a.input_grad_bytes != b.input_grad_bytes ||

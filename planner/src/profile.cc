@@ -63,6 +63,16 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
       ReadNumber(j, "bytes_moved", path, false, op.bytes_moved, kNonNegative));
   RETURN_IF_ERROR(ReadNumber(j, "fwd_ms", path, true, op.fwd_ms, kTimeRange));
   RETURN_IF_ERROR(ReadNumber(j, "bwd_ms", path, true, op.bwd_ms, kTimeRange));
+  for (auto [key, field] : {std::pair{"checkpointed_fwd_ms", &op.checkpointed_fwd_ms},
+                            std::pair{"saved_fwd_ms", &op.saved_fwd_ms},
+                            std::pair{"checkpointed_bwd_ms", &op.checkpointed_bwd_ms},
+                            std::pair{"recompute_ms", &op.recompute_ms},
+                            std::pair{"replay_ms", &op.replay_ms}}) {
+    if (json_reader::Find(j, key) == nullptr) continue;
+    double ms = 0;
+    RETURN_IF_ERROR(ReadNumber(j, key, path, true, ms, kTimeRange));
+    *field = ms;
+  }
   RETURN_IF_ERROR(ReadInt(j, "workspace_bytes", path, false,
                                   op.workspace_bytes, kByteRange));
   RETURN_IF_ERROR(ReadInt(j, "bwd_workspace_bytes", path, false,
@@ -102,6 +112,11 @@ json OpToJson(const Op& op) {
               {"collective", op.collective},
               {"never_save", op.never_save}};
   if (op.random) doc["random"] = true;
+  if (op.checkpointed_fwd_ms) doc["checkpointed_fwd_ms"] = *op.checkpointed_fwd_ms;
+  if (op.saved_fwd_ms) doc["saved_fwd_ms"] = *op.saved_fwd_ms;
+  if (op.checkpointed_bwd_ms) doc["checkpointed_bwd_ms"] = *op.checkpointed_bwd_ms;
+  if (op.recompute_ms) doc["recompute_ms"] = *op.recompute_ms;
+  if (op.replay_ms) doc["replay_ms"] = *op.replay_ms;
   if (!op.input_grad_bytes.empty()) doc["input_grad_bytes"] = op.input_grad_bytes;
   return doc;
 }

@@ -74,16 +74,14 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
   SaveOutcome outcome;
   outcome.checkpointed = true;
   outcome.kept.assign(block.tensors.size(), false);
+  outcome.recompute_ms = TorchSacCheckpointMs(block, saved);
   // No op saves anything for backward: nothing is ever unpacked, nothing
   // re-runs, and the frame dies with the forward.
   if (block.last_saving_op < 0) return outcome;
   outcome.kept[block.carried_input] = true;
   for (int k = 0; k < block.op_count(); ++k) {
     const OpNode& op = block.ops[k];
-    if (!IsSaved(block, saved, k)) {
-      if (TorchSacRerunReaches(block, k)) outcome.recompute_ms += op.fwd_ms;
-      continue;
-    }
+    if (!IsSaved(block, saved, k)) continue;
     for (int out : op.outputs) {
       // The next block holds the output too; this block's cache holds it
       // until the re-run pops it or, past the stop, until the frame dies.
@@ -161,9 +159,9 @@ void LowerCheckpointedBackward(const BlockAnalysis& block, const SaveMask& saved
     if (IsSaved(block, saved, k) || !TorchSacRerunReaches(block, k)) continue;
     schedule.backward.push_back(Step(StepKind::kRecompute, k));
     schedule.recomputed_ops += 1;
-    schedule.recompute_ms += block.ops[k].fwd_ms;
     for (int out : block.ops[k].outputs) materialized[out] = true;
   }
+  schedule.recompute_ms = TorchSacCheckpointMs(block, saved);
   for (int k = stop; k >= 0; --k) {
     schedule.backward.push_back(Step(StepKind::kBackward, k));
   }
@@ -259,6 +257,18 @@ void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
 bool TorchSacRerunReaches(const BlockAnalysis& block, int op) {
   return op < block.last_saving_op ||
          (op == block.last_saving_op && block.last_saving_op_reads_output);
+}
+
+double TorchSacCheckpointMs(const BlockAnalysis& block, const SaveMask& saved) {
+  double ms = 0;
+  for (int k = 0; k < block.op_count(); ++k) {
+    const OpNode& op = block.ops[k];
+    const bool is_saved = IsSaved(block, saved, k);
+    ms += op.checkpointed_bwd_extra_ms;
+    ms += is_saved ? op.saved_fwd_extra_ms : op.checkpointed_fwd_extra_ms;
+    if (TorchSacRerunReaches(block, k)) ms += is_saved ? op.replay_ms : op.recompute_ms;
+  }
+  return ms;
 }
 
 // Which tensors survive forward. sacplan keeps a saved op's output only if

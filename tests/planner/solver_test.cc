@@ -47,6 +47,7 @@ double BestTimeWithin(const std::vector<Outcome>& outcomes, int64_t budget) {
 struct ExactCase {
   Semantics semantics;
   int exhaustive_max_ops;
+  bool torch_sac_costs = false;  // measured costs (testing::AddTorchSacCosts)
 };
 
 class SolverExactTest : public ::testing::TestWithParam<ExactCase> {};
@@ -56,7 +57,8 @@ class SolverExactTest : public ::testing::TestWithParam<ExactCase> {};
 TEST_P(SolverExactTest, MatchesBruteForce) {
   const ExactCase param = GetParam();
   for (uint32_t seed = 1; seed <= 12; ++seed) {
-    const Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
+    Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
+    if (param.torch_sac_costs) testing::AddTorchSacCosts(model, seed);
     const AnalyzedModel analyzed = *AnalyzeModel(model);
     const std::vector<Outcome> outcomes = BruteForce(analyzed, param.semantics);
     SolverOptions options;
@@ -86,7 +88,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ExactCase{Semantics::kSacplan, 12},
                       ExactCase{Semantics::kTorchSac, 12},
                       ExactCase{Semantics::kSacplan, 0},
-                      ExactCase{Semantics::kTorchSac, 0}));
+                      ExactCase{Semantics::kTorchSac, 0},
+                      ExactCase{Semantics::kTorchSac, 12, true},
+                      ExactCase{Semantics::kTorchSac, 0, true}));
 
 // The same against brute force with buckets wider than a byte: with
 // memory_resolution 24 a budget W gets buckets of q = W / 24 bytes (tens of

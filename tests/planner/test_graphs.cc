@@ -121,4 +121,20 @@ Model RandomModel(int blocks, int ops, uint32_t seed, bool identical) {
   return model;
 }
 
+void AddTorchSacCosts(Model& model, uint32_t seed) {
+  std::mt19937 rng(seed ^ 0xc057u);
+  auto ms = [&](int lo, int hi) {
+    return 0.25 * std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  for (Block& block : model.blocks) {
+    for (Op& op : block.ops) {
+      op.checkpointed_fwd_ms = op.fwd_ms + ms(0, 4);
+      op.saved_fwd_ms = *op.checkpointed_fwd_ms + ms(0, 2);
+      op.checkpointed_bwd_ms = op.bwd_ms + ms(0, 2);
+      op.recompute_ms = op.fwd_ms + ms(0, 8);
+      op.replay_ms = ms(0, 12);
+    }
+  }
+}
+
 }  // namespace sacplan::testing

@@ -35,6 +35,12 @@ Block RandomBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
 // each), fixed memory and head costs.
 Model RandomModel(int blocks, int ops, uint32_t seed, bool identical);
 
+// Gives every op random measured torch-sac costs (Op::checkpointed_fwd_ms,
+// saved_fwd_ms, recompute_ms, replay_ms): checkpointed forwards (saved
+// ones dearer still) and a recompute dearer than fwd_ms, a replay anywhere
+// from free to dearer than the recompute.
+void AddTorchSacCosts(Model& model, uint32_t seed);
+
 }  // namespace sacplan::testing
 
 #endif  // SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_

@@ -35,6 +35,17 @@ struct OpNode {
   std::vector<int> backward_needs;  // tensor indices
   double fwd_ms = 0;
   double bwd_ms = 0;
+  // torch-sac costs (Op::checkpointed_fwd_ms, saved_fwd_ms,
+  // checkpointed_bwd_ms, recompute_ms, replay_ms), absent ones resolved:
+  // what the op's forward costs inside checkpoint beyond fwd_ms, unsaved and
+  // saved (0 when absent; saved at least unsaved), what its backward costs
+  // there beyond bwd_ms (0 when absent), its re-run recomputed (fwd_ms when
+  // absent) and saved (0 when absent).
+  double checkpointed_fwd_extra_ms = 0;
+  double saved_fwd_extra_ms = 0;
+  double checkpointed_bwd_extra_ms = 0;
+  double recompute_ms = 0;
+  double replay_ms = 0;
   int64_t workspace_bytes = 0;
   int64_t bwd_workspace_bytes = 0;
   int64_t param_bytes = 0;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,19 @@ struct Op {
   double bytes_moved = 0;       // forward memory traffic
   double fwd_ms = 0;            // forward time; recompute costs the same
   double bwd_ms = 0;            // backward time
+  // Measured costs under PyTorch's selective checkpointing, policy calls
+  // included (sacplan_torch's capture; torch-sac semantics only): the op's
+  // forward inside a checkpointed block when unsaved and when saved (the
+  // policy also caches its outputs), its backward inside a checkpointed
+  // block (checkpoint's saved-tensor hooks unpack what it reads), its
+  // backward re-run when recomputed, and when saved (its output popped from
+  // the cache). Absent: an ideal checkpoint (fwd_ms, fwd_ms, bwd_ms,
+  // fwd_ms, 0).
+  std::optional<double> checkpointed_fwd_ms;
+  std::optional<double> saved_fwd_ms;
+  std::optional<double> checkpointed_bwd_ms;
+  std::optional<double> recompute_ms;
+  std::optional<double> replay_ms;
   int64_t workspace_bytes = 0;      // scratch held only while forward runs
   int64_t bwd_workspace_bytes = 0;  // scratch held only while backward runs
   int64_t param_bytes = 0;  // gradient bytes this op's backward allocates

@@ -203,6 +203,15 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
 // re-run stops there (PyTorch's early stop).
 bool TorchSacRerunReaches(const BlockAnalysis& block, int op);
 
+// torch-sac: the time (ms) checkpointing adds to a block that is
+// checkpointed with `saved`: every op's forward runs under the
+// selective-checkpoint policy, its backward unpacks through checkpoint's
+// hooks, and the re-run recomputes the unsaved ops it reaches and pops the
+// saved ones from the cache (OpNode's torch-sac costs).
+// With no measured costs in the profile: the forward time of the ops the
+// re-run recomputes.
+double TorchSacCheckpointMs(const BlockAnalysis& block, const SaveMask& saved);
+
 // Lowers a save mask (one entry per op) to the block's schedule.
 BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics);
