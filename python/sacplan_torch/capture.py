@@ -32,9 +32,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from . import distributed
+from . import distributed, rerun_timing
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
-from .clock import Clock
+from .clock import Clock, cpu_now
 from .errors import SacplanError
 from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
@@ -115,6 +115,24 @@ class _Step:
         self.device = params[0].device
         self.clock = Clock(self.device)
         self.resident = {storage_key(t) for t in params + list(model.buffers())} - {None}
+
+    def tick(self) -> float:
+        """Seconds on the clock phases are timed with, after the device has
+        finished its queued work: process CPU time on CPU, wall on GPU."""
+        sync(self.device)
+        return time.perf_counter() if self.device.type == "cuda" else cpu_now()
+
+    def timed_step(self) -> float:
+        """Trains one step; returns its backward phase's ms (tick's clock)."""
+        loss = self.loss()
+        begin = self.tick()
+        loss.backward()
+        backward_ms = (self.tick() - begin) * 1e3
+        del loss
+        if self.optimizer is not None:
+            self.optimizer.step()
+        self.model.zero_grad(set_to_none=True)
+        return backward_ms
 
     def loss(self) -> torch.Tensor:
         return check_loss(self.step_fn(self.model))
@@ -224,38 +242,32 @@ def _time_ops(s: _Step, repeats: int, fwd_samples, bwd_samples,
 
 
 def _time_plain_steps(s: _Step, repeats: int, bar: Progress):
-    """Plain steps: the wall time of each phase and of each block's
-    forward, with no dispatch mode in the way."""
+    """Plain steps: the time of each phase and of each block's forward, with
+    no dispatch mode in the way (process CPU time on CPU, wall time after a
+    synchronize on GPU)."""
     phase = defaultdict(list)
-    block_wall = [[] for _ in s.found]
-    device = s.device
+    block_ms = [[] for _ in s.found]
     for _ in range(repeats):
         starts = {}
         handles = []
         for i, (_, module) in enumerate(s.found):
             def pre(module, args, i=i):
-                sync(device)
-                starts[i] = time.perf_counter()
+                starts[i] = s.tick()
 
             def post(module, args, output, i=i):
-                sync(device)
-                block_wall[i].append((time.perf_counter() - starts[i]) * 1e3)
+                block_ms[i].append((s.tick() - starts[i]) * 1e3)
 
             handles.append(module.register_forward_pre_hook(pre))
             handles.append(module.register_forward_hook(post))
         try:
-            sync(device)
-            t0 = time.perf_counter()
+            t0 = s.tick()
             loss = s.loss()
-            sync(device)
-            t1 = time.perf_counter()
+            t1 = s.tick()
             loss.backward()
-            sync(device)
-            t2 = time.perf_counter()
+            t2 = s.tick()
             if s.optimizer is not None:
                 s.optimizer.step()
-            sync(device)
-            t3 = time.perf_counter()
+            t3 = s.tick()
             s.model.zero_grad(set_to_none=True)
             del loss
         finally:
@@ -265,10 +277,10 @@ def _time_plain_steps(s: _Step, repeats: int, bar: Progress):
         phase["backward"].append((t2 - t1) * 1e3)
         phase["optimizer"].append((t3 - t2) * 1e3)
         bar.advance("step times")
-    return phase, block_wall
+    return phase, block_ms
 
 
-def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_wall,
+def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms, rerun,
                    parallel: Optional[dict], collectives) -> List[BlockRecord]:
     """Each block's ops with their median times, scratch and gradients."""
     records = []
@@ -282,18 +294,35 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_wal
         for op_index, nbytes in trace.last_reader.values():
             trace.ops[op_index].param_bytes += nbytes
         # Per-op spans miss what runs between ops (Python, dispatch, hooks);
-        # spread the block's measured wall time over its ops so that a
+        # spread the block's measured forward time over its ops so that a
         # recompute costs what re-running them really costs.
         ops_ms = sum(op.fwd_ms for op in trace.ops)
-        wall_ms = statistics.median(block_wall[i]) if block_wall[i] else ops_ms
-        if ops_ms > 0 and wall_ms > ops_ms:
+        forward_ms = statistics.median(block_ms[i]) if block_ms[i] else ops_ms
+        if ops_ms > 0 and forward_ms > ops_ms:
             for op in trace.ops:
-                op.fwd_ms *= wall_ms / ops_ms
+                op.fwd_ms *= forward_ms / ops_ms
+        for op in trace.ops:
+            for field, samples in rerun.samples.items():
+                setattr(op, field, rerun_timing.median_of(samples[i], op.id))
         if parallel is not None and parallel["fsdp"]:
             record.fsdp = _fsdp_fields(s.found[i][1], trace.name, parallel["world_size"],
                                        collectives, rec.log)
         records.append(record)
     return records
+
+
+def _share_unpacking(records: List[BlockRecord], rerun: rerun_timing.RerunTimes,
+                     phase) -> None:
+    """Each op's checkpointed_bwd_ms: its bwd_ms plus a share of what
+    checkpoint's saved-tensor hooks add to a backward, by the number of
+    tensors the op's backward reads (rerun_timing.py)."""
+    added_ms = max(0.0, statistics.median(rerun.backward_ms)
+                   - statistics.median(phase["backward"]))
+    reads = sum(len(op.backward_needs) for r in records for op in r.ops)
+    for r in records:
+        for op in r.ops:
+            op.checkpointed_bwd_ms = op.bwd_ms + (
+                added_ms * len(op.backward_needs) / reads if reads else 0.0)
 
 
 def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bool) -> dict:
@@ -354,7 +383,9 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       are medians). One more step records the graph and the allocations.
     sp: the sequence-parallel degree the blocks run at (their all-to-alls
       are ops of the block, captured like any other call).
-    The model trains for warmup + 1 + 2 * repeats steps. Gradients are set to
+    The model trains for warmup + 1 + 4 * repeats steps: the last 2 * repeats
+    with every block checkpointed, to time what selective checkpointing
+    costs per op (rerun_timing.py). Gradients are set to
     None after each step. Raises SacplanError for bad input; on error no file
     is written.
 
@@ -381,7 +412,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         path = check_output_path(path)
     s = _Step(model, found, as_step(step), optimizer)
     fsdp = parallel is not None and parallel["fsdp"]
-    bar = Progress(warmup + 1 + 2 * repeats, progress)
+    bar = Progress(warmup + 1 + 4 * repeats, progress)
 
     for _ in range(warmup):
         s.finish(s.loss())
@@ -396,10 +427,15 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         # collective (AllocationLog): its times are not a step's.
         _add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
     collectives = _time_ops(s, repeats, fwd_samples, bwd_samples, bar)
-    phase, block_wall = _time_plain_steps(s, repeats, bar)
+    phase, block_ms = _time_plain_steps(s, repeats, bar)
+    rerun = rerun_timing.time_rerun(
+        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
+        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
+        s.timed_step, repeats, bar.advance)
 
-    records = _block_records(s, rec, fwd_samples, bwd_samples, block_wall, parallel,
+    records = _block_records(s, rec, fwd_samples, bwd_samples, block_ms, rerun, parallel,
                              collectives)
+    _share_unpacking(records, rerun, phase)
     first = rec.traces[0]
     config = model_fingerprint(model, found)
     config.update({"name": name or type(model).__name__,

@@ -47,6 +47,15 @@ class OpRecord:
     # storage's bytes and the distinct slices, as (offset, shape, stride) ->
     # bytes. Absent: read whole.
     slices: Dict[str, Tuple[int, Dict[tuple, int]]] = dataclasses.field(default_factory=dict)
+    # What the op costs under PyTorch's selective checkpointing, policy
+    # calls included (rerun_timing.py): its forward inside checkpoint
+    # unsaved and saved, its backward inside checkpoint, its re-run when
+    # recomputed and when saved. None: not measured.
+    checkpointed_fwd_ms: Optional[float] = None
+    saved_fwd_ms: Optional[float] = None
+    checkpointed_bwd_ms: Optional[float] = None
+    recompute_ms: Optional[float] = None
+    replay_ms: Optional[float] = None
 
     def read(self, tensor_id: str, t: Optional[torch.Tensor] = None) -> None:
         """Records that the op reads `tensor_id`, through `t` when given: a
@@ -94,6 +103,11 @@ class OpRecord:
             doc["never_save"] = True
         if self.random:
             doc["random"] = True
+        for field in ("checkpointed_fwd_ms", "saved_fwd_ms", "checkpointed_bwd_ms",
+                      "recompute_ms", "replay_ms"):
+            value = getattr(self, field)
+            if value is not None:
+                doc[field] = round(value, 6)
         grads = self.input_grad_bytes()
         if grads:
             doc["input_grad_bytes"] = grads

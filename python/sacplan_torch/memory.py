@@ -20,6 +20,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from . import distributed
+from .clock import cpu_now
 from .errors import SacplanError
 
 # Sentinel sizes: large primes plus a mark index, far from any tensor size a
@@ -156,15 +157,19 @@ class Measurement:
       buffers, optimizer state) plus the step's own allocations, not counting
       the batch the caller built before the step. This is what sacplan
       simulate's peak_bytes predicts.
-    step_ms: median wall time of a step (forward, backward, optimizer).
+    step_ms: median time of a step (forward, backward, optimizer) on the
+      clock capture times ops with: process CPU time on CPU, wall time on
+      GPU. This is what sacplan simulate's step_ms predicts.
     losses: the loss of every step run, warm-up included.
     resident_bytes: what the model held at the start of the measured step.
+    wall_ms: median wall time of a step.
     """
 
     peak_bytes: int
     step_ms: float
     losses: List[float]
     resident_bytes: int
+    wall_ms: float
 
 
 def check_loss(loss) -> torch.Tensor:
@@ -234,12 +239,13 @@ def measure_peak(model: nn.Module, step: Callable[[nn.Module], torch.Tensor], *,
             with AllocationLog(device) as log:
                 losses.append(train_step(model, step, optimizer))
             peak = max(peak, resident + log.peak())
-    times = []
+    times, walls = [], []
     for _ in range(steps):
         sync(device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_now()
         losses.append(train_step(model, step, optimizer))
         sync(device)
-        times.append((time.perf_counter() - t0) * 1e3)
+        walls.append((time.perf_counter() - t0) * 1e3)
+        times.append(walls[-1] if device.type == "cuda" else (cpu_now() - c0) * 1e3)
     return Measurement(peak_bytes=peak, step_ms=statistics.median(times), losses=losses,
-                       resident_bytes=resident)
+                       resident_bytes=resident, wall_ms=statistics.median(walls))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pathlib
 import subprocess
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+PRESETS = ("none", "full", "attn_only", "torchtitan")
 
 
 def sacplan_binary() -> str:
@@ -43,3 +45,35 @@ def plan(profile: str, out: str, *, preset: str | None = None,
 
 def simulate(profile: str, plan_path: str) -> dict:
     return json.loads(run("simulate", "--profile", profile, "--plan", plan_path, "--json"))
+
+
+def plans_for(profile_path: str, tmp: pathlib.Path) -> dict:
+    """Every preset's plan, then optimal plans at budgets a third and two
+    thirds of the way from full checkpointing's peak to no checkpointing's;
+    label -> plan document, written to tmp as `plan_path(tmp, label)`."""
+    plans = {name: plan(profile_path, plan_path(tmp, name), preset=name) for name in PRESETS}
+    low = plans["full"]["predicted"]["peak_bytes"]
+    high = plans["none"]["predicted"]["peak_bytes"]
+    for label, fraction in (("optimal@1/3", 1 / 3), ("optimal@2/3", 2 / 3)):
+        budget = int(low + fraction * (high - low))
+        plans[label] = plan(profile_path, plan_path(tmp, label), budget=budget)
+        assert plans[label]["predicted"]["peak_bytes"] <= budget
+    return plans
+
+
+def plan_path(tmp: pathlib.Path, label: str) -> str:
+    return str(tmp / f"{label.replace('/', '_')}.json")
+
+
+def check_predictions(title: str, rows: dict, tolerance: float) -> None:
+    """rows: label -> (predicted, measured). Each prediction within
+    `tolerance` of its measurement, and any two plans whose predictions
+    differ by more than the tolerance are measured in the same order."""
+    table = "\n".join(f"  {label:12s} predicted {p:>11,.0f}  measured {m:>11,.0f}  "
+                      f"{100 * (p - m) / m:+.2f}%" for label, (p, m) in rows.items())
+    print(f"\n{title}:\n{table}")
+    for label, (predicted, measured) in rows.items():
+        assert abs(predicted - measured) <= tolerance * measured, f"{label}\n{table}"
+    for (a, (pa, ma)), (b, (pb, mb)) in itertools.combinations(rows.items(), 2):
+        if abs(pa - pb) > tolerance * max(pa, pb):
+            assert (pa < pb) == (ma < mb), f"{a} vs {b}\n{table}"

@@ -9,39 +9,22 @@ and the plans rank the same by measured and by predicted peak.
 
 from __future__ import annotations
 
-import itertools
 import pathlib
 
 import pytest
 import torch
 
 import sacplan_torch
-from sacplan_cli import plan, simulate
+from sacplan_cli import check_predictions, plan_path, plans_for, simulate
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 CASES = [(example, size) for example in ("wan_block", "single_stream", "llama_block")
          for size in ("small", "large")]
-PRESETS = ("none", "full", "attn_only", "torchtitan")
 TOLERANCE = 0.03
 
 
 def make_setup(example: str, size: str, dtype=torch.bfloat16):
     return sacplan_torch.load_setup(f"{EXAMPLES / example}.py:setup", size=size, dtype=dtype)
-
-
-def plans_for(profile_path: str, tmp: pathlib.Path) -> dict:
-    """Preset plans, then optimal plans at budgets a third and two thirds
-    of the way from full checkpointing's peak to no checkpointing's."""
-    plans = {name: plan(profile_path, str(tmp / f"{name}.json"), preset=name)
-             for name in PRESETS}
-    low = plans["full"]["predicted"]["peak_bytes"]
-    high = plans["none"]["predicted"]["peak_bytes"]
-    for label, fraction in (("optimal@1/3", 1 / 3), ("optimal@2/3", 2 / 3)):
-        budget = int(low + fraction * (high - low))
-        plans[label] = plan(profile_path, str(tmp / f"{label.replace('/', '_')}.json"),
-                            budget=budget)
-        assert plans[label]["predicted"]["peak_bytes"] <= budget
-    return plans
 
 
 @pytest.mark.parametrize("example,size", CASES)
@@ -54,22 +37,13 @@ def test_measured_peak_matches_prediction(example, size, tmp_path):
     plans = plans_for(profile_path, tmp_path)
     rows = {}
     for label, document in plans.items():
-        predicted = simulate(profile_path, str(tmp_path / f"{label.replace('/', '_')}.json"))
+        predicted = simulate(profile_path, plan_path(tmp_path, label))
         fresh = make_setup(example, size)
         sacplan_torch.apply_plan(fresh.model, document, blocks=fresh.blocks,
                                  model_name=fresh.name)
         measured = sacplan_torch.measure_peak(
             fresh.model, fresh.step, optimizer=fresh.make_optimizer(fresh.model), steps=1)
         rows[label] = (predicted["peak_bytes"], measured.peak_bytes)
-    table = "\n".join(f"  {label:12s} predicted {p:>11,d}  measured {m:>11,d}  "
-                      f"{100 * (p - m) / m:+.2f}%" for label, (p, m) in rows.items())
-    print(f"\n{example} {size}:\n{table}")
-    for label, (predicted, measured) in rows.items():
-        assert abs(predicted - measured) <= TOLERANCE * measured, f"{label}\n{table}"
-    # Plans rank the same: any two whose predictions differ by more than the
-    # tolerance are measured in the same order.
-    for (a, (pa, ma)), (b, (pb, mb)) in itertools.combinations(rows.items(), 2):
-        if abs(pa - pb) > TOLERANCE * max(pa, pb):
-            assert (pa < pb) == (ma < mb), f"{a} vs {b}\n{table}"
+    check_predictions(f"{example} {size}", rows, TOLERANCE)
     # The plans must span a real range, or ranking them proves nothing.
-    assert rows["none"][1] > 1.3 * rows["full"][1], table
+    assert rows["none"][1] > 1.3 * rows["full"][1], rows
