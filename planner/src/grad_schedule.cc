@@ -166,7 +166,8 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
 
 void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
   GradBuffers grads(static_cast<int>(block.tensors.size()));
-  grads.Adopt(block.output, block.tensors[block.output].bytes);
+  // Buffers 0 to streams - 1: the outputs' gradients, stream by stream.
+  for (int out : block.outputs) grads.Adopt(out, block.tensors[out].bytes);
   schedule.input_grads.reserve(2 * block.ops.size());
   schedule.grad_drops.reserve(block.ops.size());
   schedule.grad_frees.reserve(block.ops.size());
@@ -175,9 +176,10 @@ void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
   }
   const int joins = Size(schedule.grad_joins);
   schedule.final_grad_joins = {joins, joins};
-  JoinSlices(block, grads, block.carried_input, schedule.grad_joins,
-             schedule.final_grad_joins);
-  schedule.carried_grad_buffer = grads.buffer_of(block.carried_input);
+  for (int in : block.carried_inputs) {
+    JoinSlices(block, grads, in, schedule.grad_joins, schedule.final_grad_joins);
+    schedule.carried_grad_buffers.push_back(grads.buffer_of(in));
+  }
   schedule.grad_buffer_bytes = grads.TakeBufferBytes();
 }
 

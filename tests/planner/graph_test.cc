@@ -72,11 +72,11 @@ TEST(ValidateTest, NeedsExactlyOneCarriedInputAndAProducedOutput) {
       "blocks[0].inputs", "exactly one carried (residual) input, has 2");
   ExpectInvalid([](Model& m) { m.blocks[0].inputs[0].kind = InputKind::kShared; },
                 "blocks[0].inputs", "has 0");
-  ExpectInvalid([](Model& m) { m.blocks[1].output = "missing"; }, "blocks[1].output",
+  ExpectInvalid([](Model& m) { m.blocks[1].outputs = {"missing"}; }, "blocks[1].output",
                 "'missing' is not a tensor of the block");
   // Copied from the input's id (GCC 12 warns, falsely, of overlap in a
   // short literal's assignment: -Wrestrict, GCC bug 105329).
-  ExpectInvalid([](Model& m) { m.blocks[1].output = m.blocks[1].inputs[0].tensor.id; },
+  ExpectInvalid([](Model& m) { m.blocks[1].outputs = {m.blocks[1].inputs[0].tensor.id}; },
                 "blocks[1].output",
                 "must be produced by an op");
 }
@@ -129,7 +129,7 @@ TEST(SameStructureTest, IgnoresTheIndexButNotCostsOrTensors) {
       [](Block& b) { b.ops[2].inputs = {"act.out", "x"}; },
       [](Block& b) { b.ops[1].outputs[0].requires_grad = false; },
       [](Block& b) { b.inputs[0].kind = InputKind::kShared; },
-      [](Block& b) { b.output = "act.out"; },
+      [](Block& b) { b.outputs = {"act.out"}; },
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     Block b = testing::ChainBlock(0);
