@@ -54,20 +54,6 @@ def _carry_from(before: BlockTrace, after: BlockTrace) -> List[int]:
     return positions
 
 
-def _check_shared(first: BlockTrace, trace: BlockTrace) -> None:
-    first_keys = {inp["id"]: key for inp, key in zip(first.inputs, first.input_keys)}
-    for inp, key in zip(trace.inputs, trace.input_keys):
-        if inp["kind"] != "shared":
-            continue
-        if first_keys.get(inp["id"]) != key:
-            raise SacplanError(
-                f"{_where(trace)}: argument '{inp['id']}' is neither a tensor the block "
-                "before returns nor the tensor blocks[0] receives under that name; "
-                "a tensor made for each block outside the blocks cannot be "
-                "profiled (compute it inside the block, or pass the same tensor "
-                "to every block)")
-
-
 def resolve_streams(traces: List[BlockTrace]) -> None:
     """Sets each input's kind and each trace's `outputs` (see above)."""
     positions: List[int] = []
@@ -93,8 +79,6 @@ def resolve_streams(traces: List[BlockTrace]) -> None:
             f"{_where(last)} returns {len(last.output_keys)} tensors but the blocks "
             f"carry {len(positions)} streams")
     last.outputs = [last.tensor_of[last.output_keys[p]] for p in positions]
-    for trace in traces[1:]:
-        _check_shared(first, trace)
 
 
 def stream_fingerprint(inputs: List[dict]) -> dict:
