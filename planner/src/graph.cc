@@ -148,7 +148,7 @@ absl::Status ValidateBlock(const Block& block) {
     if (block.inputs[i].kind == InputKind::kCarried) ++carried;
   }
   if (carried == 0) {
-    return Bad(block, ".inputs", "needs at least one carried input (a stream), has none");
+    return Bad(block, ".inputs", "needs at least one carried input (a stream), has 0");
   }
   if (block.ops.empty()) return Bad(block, ".ops", "must not be empty");
   for (size_t k = 0; k < block.ops.size(); ++k) {

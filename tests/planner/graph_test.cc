@@ -64,12 +64,13 @@ TEST(ValidateTest, AnInputReadBeforeItIsProducedIsReportedAsACycle) {
                 "blocks[0].ops[0].inputs", "'nowhere'");
 }
 
-TEST(ValidateTest, NeedsExactlyOneCarriedInputAndAProducedOutput) {
+TEST(ValidateTest, NeedsAProducedOutputPerCarriedInput) {
+  // A second carried input (a stream) needs a second output.
   ExpectInvalid(
       [](Model& m) {
         m.blocks[0].inputs.push_back({testing::Tensor("y", 8), InputKind::kCarried});
       },
-      "blocks[0].inputs", "exactly one carried (residual) input, has 2");
+      "blocks[0].output", "1 outputs for 2 carried inputs");
   ExpectInvalid([](Model& m) { m.blocks[0].inputs[0].kind = InputKind::kShared; },
                 "blocks[0].inputs", "has 0");
   ExpectInvalid([](Model& m) { m.blocks[1].outputs = {"missing"}; }, "blocks[1].output",
