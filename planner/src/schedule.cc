@@ -239,7 +239,13 @@ void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
     if (node.shared_input) continue;
-    if (!(node.block_output ? schedule.holds_output[node.stream] : materialized[t])) continue;
+    // The forward's block output is the next block's to free, unless this
+    // block's cache holds it. With several streams, a stream may end before
+    // the re-run's stop: the re-run then recomputes that output, a copy of
+    // this block's own that nothing reads (materialized), freed as any
+    // recomputed tensor.
+    const bool held = node.block_output && schedule.holds_output[node.stream];
+    if (!held && !materialized[t]) continue;
     const int last_use = uses.last_use[t];
     if (node.carried_input) {
       FreeAfter(schedule, frame_end, t);

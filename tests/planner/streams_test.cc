@@ -88,6 +88,21 @@ TEST(StreamsTest, SimulatedPeakCountsEveryStreamPerBlock) {
   EXPECT_EQ(step.peak_bytes, 720);
 }
 
+// The image stream ends (ri) before the text stream's linear (ft), the last
+// op whose backward reads something: PyTorch's re-run under full
+// checkpointing recomputes ri's output, a copy nothing reads, which the
+// block frees at once; the forward's copy stays the next block's.
+TEST(StreamsTest, ReRunRecomputesAnOutputOfAStreamThatEndsBeforeTheStop) {
+  json doc = TwoStreamProfile(2);
+  for (json& block : doc["blocks"]) std::swap(block["ops"][1], block["ops"][2]);
+  const AnalyzedModel model = *AnalyzeModel(ProfileFromJson(doc)->model);
+  const auto step =
+      SimulateStep(model, std::vector<SaveMask>(2, SaveMask(4, false)), Semantics::kTorchSac);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->recomputed_ops, 4);  // fi and ri in each block
+  EXPECT_DOUBLE_EQ(step->recompute_ms, 4.0);
+}
+
 TEST(StreamsTest, WritesOutputsOnlyForSeveralStreamsAndReadsThemBack) {
   const Profile two = *ProfileFromJson(TwoStreamProfile(2));
   const json written = ProfileToJson(two);
