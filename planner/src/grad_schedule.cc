@@ -69,7 +69,7 @@ class GradBuffers {
 // Autograd joins the gradients of t's slices into one gradient of the whole
 // tensor (the backward of the split or slicing view) once every reader's
 // backward has run, which the schedule places before the backward of t's
-// producer (or after the last step for the carried input). A gradient of all
+// producer (or after the last step for the carried inputs). A gradient of all
 // of t that a whole-tensor reader made takes the joined one in place.
 void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
                 std::vector<GradJoin>& joins, IndexRange& range) {

@@ -107,7 +107,7 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
 // Forward: every op once; an activation is freed after its last forward
 // reader unless it is kept for backward or handed to the next block. When
 // the checkpoint frame dies with the forward, what it holds (saved ops'
-// outputs, the carried input) lives to the forward's end.
+// outputs, the carried inputs) lives to the forward's end.
 void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
                   bool frame_dies_in_forward, BlockSchedule& schedule) {
   schedule.forward.resize(block.ops.size());
@@ -221,7 +221,7 @@ void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
 // backward of the first saving op, the last node holding its saved-tensor
 // hooks. Recomputed tensors die after their last reader; cached ones the
 // re-run pops likewise (or when the re-run ends, if nothing reads them);
-// cached ones it never reaches, the carried input and a held block output
+// cached ones it never reaches, the carried inputs and a held block output
 // die with the frame.
 void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
                             BlockSchedule& schedule,
