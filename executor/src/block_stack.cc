@@ -140,7 +140,7 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
   const BlockAnalysis& block = state.analyzed->blocks[b];
   TensorTable& table = state.live[b];
   table.assign(block.tensors.size(), at::Tensor());
-  table[block.carried_input] = std::move(carried);
+  table[block.carried_inputs.front()] = std::move(carried);
   for (size_t t = 0; t < state.shared_slot[b].size(); ++t) {
     if (state.shared_slot[b][t] >= 0) table[t] = state.shared[state.shared_slot[b][t]];
   }
@@ -161,8 +161,8 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
   // The output now belongs to the next block (or the head). A block whose
   // checkpoint cache holds it (torch-sac) keeps a reference until the
   // backward step its schedule frees it after.
-  if (schedule.holds_output) return table[block.output];
-  return std::exchange(table[block.output], at::Tensor());
+  if (schedule.holds_output.front()) return table[block.outputs.front()];
+  return std::exchange(table[block.outputs.front()], at::Tensor());
 }
 
 void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
@@ -231,7 +231,7 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   const BlockSchedule& schedule = (*state.schedules)[b];
   TensorTable& table = state.live[b];
   TensorTable grads(block.tensors.size());
-  grads[block.output] = std::move(grad_output);
+  grads[block.outputs.front()] = std::move(grad_output);
   FreeAll(table, schedule.free_at_backward_start);
   for (const ScheduleStep& step : schedule.backward) {
     if (step.kind == StepKind::kRecompute) {
@@ -248,7 +248,7 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
     FreeAll(table, step.free_after);
   }
   table.clear();
-  return std::move(grads[block.carried_input]);
+  return std::move(grads[block.carried_inputs.front()]);
 }
 
 class BlockStackBackward : public torch::autograd::Node {

@@ -56,6 +56,13 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
         "plan has ", masks.size(), " blocks, the model has ", analyzed.blocks.size()));
   }
   for (size_t b = 0; b < masks.size(); ++b) {
+    // The built-in models (models/) carry one stream; BlockStack passes one
+    // tensor from block to block.
+    if (analyzed.blocks[b].outputs.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks[", b, "] carries ", analyzed.blocks[b].outputs.size(),
+          " streams; the executor runs single-stream blocks only"));
+    }
     if (masks[b].size() != analyzed.blocks[b].ops.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("plan block ", b, " decides ", masks[b].size(),

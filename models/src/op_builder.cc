@@ -96,7 +96,7 @@ void BlockBuilder::SetParams(Op& op, int64_t count) const {
 }
 
 Block BlockBuilder::Finish(std::string output) {
-  block_.output = std::move(output);
+  block_.outputs = {std::move(output)};
   return std::move(block_);
 }
 

@@ -32,7 +32,10 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     TensorNode& node = a.tensors.back();
     node.carried_input = in.kind == InputKind::kCarried;
     node.shared_input = in.kind == InputKind::kShared;
-    if (node.carried_input) a.carried_input = static_cast<int>(a.tensors.size()) - 1;
+    if (node.carried_input) {
+      node.stream = static_cast<int>(a.carried_inputs.size());
+      a.carried_inputs.push_back(static_cast<int>(a.tensors.size()) - 1);
+    }
   }
   for (int k = 0; k < static_cast<int>(block.ops.size()); ++k) {
     const Op& op = block.ops[k];
@@ -97,15 +100,21 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
       a.last_saving_op_reads_output |= a.tensors[need].producer == a.last_saving_op;
     }
   }
-  a.output = tensor_index.at(block.output);
-  a.tensors[a.output].block_output = true;
-  if (a.tensors[a.output].needed_by_backward) {
-    // The output is owned by the next block (as its carried input) and may be
-    // freed before this block's backward; nothing here could keep it.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "blocks[", block.index, "].output: '", block.output,
-        "' is read by the block's own backward; end the block with an op whose "
-        "backward does not need its output (e.g. the residual add)"));
+  for (size_t s = 0; s < block.outputs.size(); ++s) {
+    const int t = tensor_index.at(block.outputs[s]);
+    a.outputs.push_back(t);
+    a.tensors[t].block_output = true;
+    a.tensors[t].stream = static_cast<int>(s);
+    if (a.tensors[t].needed_by_backward) {
+      // The output is owned by the next block (as its carried input) and may
+      // be freed before this block's backward; nothing here could keep it.
+      const std::string field =
+          block.outputs.size() == 1 ? ".output" : absl::StrCat(".outputs[", s, "]");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks[", block.index, "]", field, ": '", block.outputs[s],
+          "' is read by the block's own backward; end the block with an op whose "
+          "backward does not need its output (e.g. the residual add)"));
+    }
   }
   return a;
 }

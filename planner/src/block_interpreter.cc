@@ -1,20 +1,23 @@
 #include "block_interpreter.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace sacplan {
 
 BlockInterpreter::BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
                                    int block_index, MemoryTracker& tracker, double& clock_ms,
-                                   bool carried_held_before)
+                                   std::vector<bool> carried_held_before)
     : block_(block),
       schedule_(schedule),
       block_index_(block_index),
       tracker_(tracker),
       clock_ms_(clock_ms),
-      carried_held_before_(carried_held_before),
+      carried_held_before_(std::move(carried_held_before)),
       activations_(block.tensors.size(), -1) {}
 
-BufferId BlockInterpreter::Forward(BufferId carried) {
-  activations_[block_.carried_input] = carried;
+std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& carried) {
+  for (size_t s = 0; s < carried.size(); ++s) activations_[block_.carried_inputs[s]] = carried[s];
   for (const ScheduleStep& step : schedule_.forward) {
     const OpNode& op = block_.ops[step.op];
     for (int out : op.outputs) {
@@ -26,12 +29,15 @@ BufferId BlockInterpreter::Forward(BufferId carried) {
     RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
     for (int t : step.free_after) FreeActivation(t);
   }
-  return activations_[block_.output];
+  std::vector<BufferId> outputs;
+  for (int t : block_.outputs) outputs.push_back(activations_[t]);
+  return outputs;
 }
 
-BufferId BlockInterpreter::Backward(BufferId output_grad) {
+std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& output_grads) {
   grads_.assign(schedule_.grad_buffer_bytes.size(), -1);
-  grads_[0] = output_grad;
+  // Buffers 0 to streams - 1 are the outputs' gradients (LowerGradients).
+  std::copy(output_grads.begin(), output_grads.end(), grads_.begin());
   param_grads_.clear();
   for (int t : schedule_.free_at_backward_start) FreeActivation(t);
   for (const ScheduleStep& step : schedule_.backward) {
@@ -50,7 +56,11 @@ BufferId BlockInterpreter::Backward(BufferId output_grad) {
   for (const GradJoin& join : Entries(schedule_.grad_joins, schedule_.final_grad_joins)) {
     JoinSlices(join, 0);
   }
-  return schedule_.carried_grad_buffer >= 0 ? grads_[schedule_.carried_grad_buffer] : -1;
+  std::vector<BufferId> carried_grads;
+  for (int buffer : schedule_.carried_grad_buffers) {
+    carried_grads.push_back(buffer >= 0 ? grads_[buffer] : -1);
+  }
+  return carried_grads;
 }
 
 // One op's backward: its outputs' slice gradients joined, its inputs' new
@@ -96,7 +106,11 @@ void BlockInterpreter::RunOp(Phase phase, int op, int64_t workspace_bytes, doubl
 }
 
 void BlockInterpreter::FreeActivation(int t) {
-  if (t == block_.carried_input && carried_held_before_) return;
+  const TensorNode& node = block_.tensors[t];
+  if (node.carried_input && !carried_held_before_.empty() &&
+      carried_held_before_[node.stream]) {
+    return;
+  }
   tracker_.Free(activations_[t]);
 }
 

@@ -13,26 +13,29 @@
 namespace sacplan {
 
 // Kept activations stay allocated between Forward() and Backward(); the
-// block output is allocated as kept because the next block (or the head)
-// keeps it as its input. The carried input was allocated (as kept) before
-// the block; when the block before holds its output
-// (BlockSchedule::holds_output), that block frees it, and this one leaves
-// it alone. `block`, `schedule`, `tracker` and `clock_ms` must outlive it.
+// block outputs are allocated as kept because the next block (or the head)
+// keeps them as its inputs. The carried inputs were allocated (as kept)
+// before the block; a stream whose output the block before holds
+// (BlockSchedule::holds_output) is freed by that block, and this one leaves
+// it alone. Buffers are passed per stream (BlockAnalysis::carried_inputs,
+// outputs). `block`, `schedule`, `tracker` and `clock_ms` must outlive it.
 class BlockInterpreter {
  public:
+  // `carried_held_before`: per stream, or empty when the block before holds
+  // none of its outputs.
   BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
                    int block_index, MemoryTracker& tracker, double& clock_ms,
-                   bool carried_held_before = false);
+                   std::vector<bool> carried_held_before = {});
 
-  // `carried` is the carried input's buffer. Returns the block output's
-  // buffer, which the next block or the head frees (this block's backward
-  // when it holds the output).
-  BufferId Forward(BufferId carried);
-  // `output_grad` is the block output's gradient buffer, live. Returns the
-  // carried input's gradient buffer, left live for the block before (-1
-  // when it takes none). Gradients follow the schedule (LowerGradients
-  // decided their buffers).
-  BufferId Backward(BufferId output_grad);
+  // `carried` are the carried inputs' buffers. Returns the block outputs'
+  // buffers, which the next block or the head frees (this block's backward
+  // for an output it holds).
+  std::vector<BufferId> Forward(const std::vector<BufferId>& carried);
+  // `output_grads` are the block outputs' gradient buffers, live. Returns
+  // the carried inputs' gradient buffers, left live for the block before
+  // (-1 for one that takes none). Gradients follow the schedule
+  // (LowerGradients decided their buffers).
+  std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads);
   // The parameter-gradient buffers Backward allocated, one per backward op.
   const std::vector<BufferId>& param_grads() const { return param_grads_; }
 
@@ -47,7 +50,7 @@ class BlockInterpreter {
   int block_index_;
   MemoryTracker& tracker_;
   double& clock_ms_;
-  bool carried_held_before_;
+  std::vector<bool> carried_held_before_;
   std::vector<BufferId> activations_;  // per tensor, its latest buffer
   std::vector<BufferId> grads_;        // per gradient buffer number
   std::vector<BufferId> param_grads_;

@@ -294,10 +294,12 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
       quantum_bytes);
   std::vector<SaveMask> survivors;
   for (const BlockCandidate& candidate : frontier) survivors.push_back(candidate.mask);
-  // A neighbour's peaks are at least its kept bytes plus the block output
-  // (live at the end of forward, and as its gradient when backward starts);
-  // skip simulating those a frontier candidate beats even against that.
-  const int64_t output_bytes = block.tensors[block.output].bytes;
+  // A neighbour's peaks are at least its kept bytes plus the block outputs
+  // (live at the end of forward, and as their gradients when backward
+  // starts); skip simulating those a frontier candidate beats even against
+  // that.
+  int64_t output_bytes = 0;
+  for (int out : block.outputs) output_bytes += block.tensors[out].bytes;
   std::vector<SaveMask> worth_simulating;
   for (SaveMask& mask : useful(WithNeighbours(block, std::move(survivors)))) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);

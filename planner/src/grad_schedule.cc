@@ -69,7 +69,7 @@ class GradBuffers {
 // Autograd joins the gradients of t's slices into one gradient of the whole
 // tensor (the backward of the split or slicing view) once every reader's
 // backward has run, which the schedule places before the backward of t's
-// producer (or after the last step for the carried input). A gradient of all
+// producer (or after the last step for the carried inputs). A gradient of all
 // of t that a whole-tensor reader made takes the joined one in place.
 void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
                 std::vector<GradJoin>& joins, IndexRange& range) {
@@ -166,7 +166,8 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
 
 void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
   GradBuffers grads(static_cast<int>(block.tensors.size()));
-  grads.Adopt(block.output, block.tensors[block.output].bytes);
+  // Buffers 0 to streams - 1: the outputs' gradients, stream by stream.
+  for (int out : block.outputs) grads.Adopt(out, block.tensors[out].bytes);
   schedule.input_grads.reserve(2 * block.ops.size());
   schedule.grad_drops.reserve(block.ops.size());
   schedule.grad_frees.reserve(block.ops.size());
@@ -175,9 +176,10 @@ void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
   }
   const int joins = Size(schedule.grad_joins);
   schedule.final_grad_joins = {joins, joins};
-  JoinSlices(block, grads, block.carried_input, schedule.grad_joins,
-             schedule.final_grad_joins);
-  schedule.carried_grad_buffer = grads.buffer_of(block.carried_input);
+  for (int in : block.carried_inputs) {
+    JoinSlices(block, grads, in, schedule.grad_joins, schedule.final_grad_joins);
+    schedule.carried_grad_buffers.push_back(grads.buffer_of(in));
+  }
   schedule.grad_buffer_bytes = grads.TakeBufferBytes();
 }
 

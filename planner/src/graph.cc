@@ -50,14 +50,22 @@ const TensorInfo* FindOutput(const Block& block, const std::string& id) {
   return nullptr;
 }
 
-// Each block's output is the next block's carried input, and every block
-// reads the same shared inputs, so sizes must agree across blocks.
+// " (stream s, 'id')" for a block of several streams; single-stream
+// messages read as before.
+std::string StreamSuffix(const Block& block, size_t s) {
+  if (block.outputs.size() == 1) return "";
+  return absl::StrCat(" (stream ", s, ", '", block.outputs[s], "')");
+}
+
+// Block i's output of stream s is block i+1's s-th carried input, and every
+// block reads the same shared inputs, so counts and sizes must agree.
 absl::Status CheckBlocksConnect(const std::vector<Block>& blocks) {
-  auto carried = [](const Block& block) -> const TensorInfo& {
+  auto carried = [](const Block& block) {
+    std::vector<const TensorInfo*> list;
     for (const BlockInput& in : block.inputs) {
-      if (in.kind == InputKind::kCarried) return in.tensor;
+      if (in.kind == InputKind::kCarried) list.push_back(&in.tensor);
     }
-    return block.inputs.front().tensor;  // unreachable after ValidateBlock
+    return list;
   };
   auto shared = [](const Block& block) {
     std::vector<std::pair<std::string, int64_t>> list;
@@ -67,17 +75,55 @@ absl::Status CheckBlocksConnect(const std::vector<Block>& blocks) {
     return list;
   };
   for (size_t i = 0; i + 1 < blocks.size(); ++i) {
-    const TensorInfo* out = FindOutput(blocks[i], blocks[i].output);
-    const TensorInfo& next_in = carried(blocks[i + 1]);
-    if (out != nullptr && out->bytes != next_in.bytes) {
+    const std::vector<const TensorInfo*> next_in = carried(blocks[i + 1]);
+    if (next_in.size() != blocks[i].outputs.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "blocks[", i + 1, "]: carried input '", next_in.id, "' has ",
-          next_in.bytes, " bytes but blocks[", i, "] outputs ", out->bytes));
+          "blocks[", i + 1, "].inputs: ", next_in.size(), " carried inputs but blocks[", i,
+          "] has ", blocks[i].outputs.size(),
+          " outputs (each output is one carried input of the next block)"));
+    }
+    for (size_t s = 0; s < next_in.size(); ++s) {
+      const TensorInfo* out = FindOutput(blocks[i], blocks[i].outputs[s]);
+      if (out != nullptr && out->bytes != next_in[s]->bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "blocks[", i + 1, "]: carried input '", next_in[s]->id, "' has ",
+            next_in[s]->bytes, " bytes but blocks[", i, "] outputs ", out->bytes,
+            StreamSuffix(blocks[i], s)));
+      }
     }
     if (shared(blocks[i + 1]) != shared(blocks.front())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "blocks[", i + 1, "].inputs: shared inputs differ from blocks[0]'s "
           "(every block must read the same step-level tensors)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One output per carried input, each a distinct tensor some op produces.
+absl::Status CheckOutputs(const Block& block, const std::set<std::string>& defined,
+                          size_t carried) {
+  const char* field = block.outputs.size() == 1 ? ".output" : ".outputs";
+  if (block.outputs.size() != carried) {
+    return Bad(block, field,
+               absl::StrCat(block.outputs.size(), " outputs for ", carried,
+                            " carried inputs (one output per stream)"));
+  }
+  std::set<std::string> seen;
+  for (size_t s = 0; s < block.outputs.size(); ++s) {
+    const std::string where =
+        block.outputs.size() == 1 ? std::string(field) : absl::StrCat(field, "[", s, "]");
+    const std::string& id = block.outputs[s];
+    if (!defined.count(id)) {
+      return Bad(block, where, absl::StrCat("'", id, "' is not a tensor of the block"));
+    }
+    for (const BlockInput& in : block.inputs) {
+      if (in.tensor.id == id) {
+        return Bad(block, where, "must be produced by an op, not an input");
+      }
+    }
+    if (!seen.insert(id).second) {
+      return Bad(block, where, absl::StrCat("'", id, "' is listed twice"));
     }
   }
   return absl::OkStatus();
@@ -89,7 +135,7 @@ absl::Status ValidateBlock(const Block& block) {
   std::set<std::string> defined;
   std::map<std::string, int64_t> tensor_bytes;  // of every tensor defined so far
   std::set<std::string> op_ids;
-  int carried = 0;
+  size_t carried = 0;
   for (size_t i = 0; i < block.inputs.size(); ++i) {
     const std::string where = absl::StrCat(".inputs[", i, "]");
     RETURN_IF_ERROR(CheckTensor(block, where, block.inputs[i].tensor));
@@ -101,10 +147,8 @@ absl::Status ValidateBlock(const Block& block) {
     }
     if (block.inputs[i].kind == InputKind::kCarried) ++carried;
   }
-  if (carried != 1) {
-    return Bad(block, ".inputs",
-               absl::StrCat("needs exactly one carried (residual) input, has ",
-                            carried));
+  if (carried == 0) {
+    return Bad(block, ".inputs", "needs at least one carried input (a stream), has 0");
   }
   if (block.ops.empty()) return Bad(block, ".ops", "must not be empty");
   for (size_t k = 0; k < block.ops.size(); ++k) {
@@ -175,15 +219,7 @@ absl::Status ValidateBlock(const Block& block) {
                               "': workspace and param bytes must be >= 0"));
     }
   }
-  if (!defined.count(block.output)) {
-    return Bad(block, ".output",
-               absl::StrCat("'", block.output, "' is not a tensor of the block"));
-  }
-  for (const BlockInput& in : block.inputs) {
-    if (in.tensor.id == block.output) {
-      return Bad(block, ".output", "must be produced by an op, not an input");
-    }
-  }
+  return CheckOutputs(block, defined, carried);
   return absl::OkStatus();
 }
 
@@ -319,7 +355,7 @@ std::vector<std::string_view> OpIdentity(const Op& op) {
 }
 
 bool SameStructure(const Block& a, const Block& b) {
-  if (a.output != b.output || a.inputs.size() != b.inputs.size() ||
+  if (a.outputs != b.outputs || a.inputs.size() != b.inputs.size() ||
       a.ops.size() != b.ops.size()) {
     return false;
   }

@@ -97,7 +97,15 @@ std::string GraphFingerprint(const Model& model) {
       mix("op");
       for (const std::string_view token : OpIdentity(op)) mix(token);
     }
-    mix(block.output);
+    // One output: the fingerprint single-stream graphs always had. Several:
+    // each stream's output in order, and which inputs are carried.
+    for (const std::string& out : block.outputs) mix(out);
+    if (block.outputs.size() > 1) {
+      mix("streams");
+      for (const BlockInput& in : block.inputs) {
+        if (in.kind == InputKind::kCarried) mix(in.tensor.id);
+      }
+    }
   }
   return absl::StrFormat("%016x", hash);
 }

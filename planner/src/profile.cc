@@ -121,12 +121,27 @@ json OpToJson(const Op& op) {
   return doc;
 }
 
+// "output": "id" (one stream, as profiles always had) or "outputs": [...]
+// (one id per stream), never both.
+absl::Status ReadBlockOutputs(const json& j, const std::string& path, Block& block) {
+  const bool one = json_reader::Find(j, "output") != nullptr;
+  if (one && json_reader::Find(j, "outputs") != nullptr) {
+    return json_reader::Error(path + ".outputs",
+                              "give \"output\" (one stream) or \"outputs\", not both");
+  }
+  if (!one && json_reader::Find(j, "outputs") != nullptr) {
+    return ReadStrings(j, "outputs", path, true, block.outputs);
+  }
+  block.outputs.emplace_back();
+  return ReadString(j, "output", path, true, block.outputs.back());
+}
+
 absl::Status ReadBlock(const json& j, const std::string& path, bool fsdp_on,
                        Block& block) {
   RETURN_IF_ERROR(json_reader::RequireObject(j, path));
   RETURN_IF_ERROR(
       json_reader::ReadInt32(j, "index", path, true, block.index, kIndexRange));
-  RETURN_IF_ERROR(ReadString(j, "output", path, true, block.output));
+  RETURN_IF_ERROR(ReadBlockOutputs(j, path, block));
   const json* inputs = json_reader::Find(j, "inputs");
   if (inputs == nullptr) return json_reader::Error(path + ".inputs", "missing");
   RETURN_IF_ERROR(json_reader::RequireArray(*inputs, path + ".inputs"));
@@ -258,10 +273,13 @@ json ProfileToJson(const Profile& p) {
     }
     json ops = json::array();
     for (const Op& op : block.ops) ops.push_back(OpToJson(op));
-    blocks.push_back({{"index", block.index},
-                      {"inputs", inputs},
-                      {"output", block.output},
-                      {"ops", ops}});
+    blocks.push_back({{"index", block.index}, {"inputs", inputs}, {"ops", ops}});
+    // A single-stream block is written as it always was.
+    if (block.outputs.size() == 1) {
+      blocks.back()["output"] = block.outputs.front();
+    } else {
+      blocks.back()["outputs"] = block.outputs;
+    }
     if (p.model.parallel.fsdp) blocks.back()["fsdp"] = BlockFsdpToJson(block.fsdp);
   }
   const FixedMemory& f = p.model.fixed;

@@ -77,8 +77,9 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
   outcome.recompute_ms = TorchSacCheckpointMs(block, saved);
   // No op saves anything for backward: nothing is ever unpacked, nothing
   // re-runs, and the frame dies with the forward.
+  outcome.holds_output.assign(block.outputs.size(), false);
   if (block.last_saving_op < 0) return outcome;
-  outcome.kept[block.carried_input] = true;
+  for (int t : block.carried_inputs) outcome.kept[t] = true;
   for (int k = 0; k < block.op_count(); ++k) {
     const OpNode& op = block.ops[k];
     if (!IsSaved(block, saved, k)) continue;
@@ -86,7 +87,7 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
       // The next block holds the output too; this block's cache holds it
       // until the re-run pops it or, past the stop, until the frame dies.
       if (block.tensors[out].block_output) {
-        outcome.holds_output = true;
+        outcome.holds_output[block.tensors[out].stream] = true;
       } else {
         outcome.kept[out] = true;
       }
@@ -95,14 +96,16 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     if (outcome.kept[t]) outcome.kept_bytes += block.tensors[t].bytes;
   }
-  if (outcome.holds_output) outcome.kept_bytes += block.tensors[block.output].bytes;
+  for (size_t s = 0; s < block.outputs.size(); ++s) {
+    if (outcome.holds_output[s]) outcome.kept_bytes += block.tensors[block.outputs[s]].bytes;
+  }
   return outcome;
 }
 
 // Forward: every op once; an activation is freed after its last forward
 // reader unless it is kept for backward or handed to the next block. When
 // the checkpoint frame dies with the forward, what it holds (saved ops'
-// outputs, the carried input) lives to the forward's end.
+// outputs, the carried inputs) lives to the forward's end.
 void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
                   bool frame_dies_in_forward, BlockSchedule& schedule) {
   schedule.forward.resize(block.ops.size());
@@ -216,7 +219,7 @@ void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
 // backward of the first saving op, the last node holding its saved-tensor
 // hooks. Recomputed tensors die after their last reader; cached ones the
 // re-run pops likewise (or when the re-run ends, if nothing reads them);
-// cached ones it never reaches, the carried input and a held block output
+// cached ones it never reaches, the carried inputs and a held block output
 // die with the frame.
 void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
                             BlockSchedule& schedule,
@@ -234,7 +237,13 @@ void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
     if (node.shared_input) continue;
-    if (!(node.block_output ? schedule.holds_output : materialized[t])) continue;
+    // The forward's block output is the next block's to free, unless this
+    // block's cache holds it. With several streams, a stream may end before
+    // the re-run's stop: the re-run then recomputes that output, a copy of
+    // this block's own that nothing reads (materialized), freed as any
+    // recomputed tensor.
+    const bool held = node.block_output && schedule.holds_output[node.stream];
+    if (!held && !materialized[t]) continue;
     const int last_use = uses.last_use[t];
     if (node.carried_input) {
       FreeAfter(schedule, frame_end, t);
@@ -284,6 +293,7 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
   SaveOutcome outcome;
   const int tensor_count = static_cast<int>(block.tensors.size());
   outcome.kept.assign(tensor_count, false);
+  outcome.holds_output.assign(block.outputs.size(), false);
   std::vector<bool> required(tensor_count, false);
   for (int t = 0; t < tensor_count; ++t) {
     required[t] = block.tensors[t].needed_by_backward;
@@ -306,10 +316,11 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
       outcome.kept[out] = required[out];
     }
   }
-  // sacplan's executor keeps the carried input, as a checkpoint keeps its
-  // inputs; plain autograd keeps it only for a backward that reads it.
-  outcome.kept[block.carried_input] =
-      semantics == Semantics::kSacplan || required[block.carried_input];
+  // sacplan's executor keeps the carried inputs, as a checkpoint keeps its
+  // inputs; plain autograd keeps one only for a backward that reads it.
+  for (int t : block.carried_inputs) {
+    outcome.kept[t] = semantics == Semantics::kSacplan || required[t];
+  }
   for (int t = 0; t < tensor_count; ++t) {
     if (outcome.kept[t]) outcome.kept_bytes += block.tensors[t].bytes;
   }

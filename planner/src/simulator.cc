@@ -81,13 +81,14 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   if (options.record_events) tracker.set_event_log(&result.events);
   double clock_ms = 0;
   StepPhases phases(model, tracker, clock_ms);
-  BufferId carried = phases.Setup();
+  std::vector<BufferId> carried = phases.Setup();
 
   std::vector<BlockInterpreter> blocks;
   blocks.reserve(block_count);
   for (int b = 0; b < block_count; ++b) {
-    const bool held_before = b > 0 && schedules[b - 1].holds_output;
-    blocks.emplace_back(model.blocks[b], schedules[b], b, tracker, clock_ms, held_before);
+    std::vector<bool> held_before = b > 0 ? schedules[b - 1].holds_output : std::vector<bool>();
+    blocks.emplace_back(model.blocks[b], schedules[b], b, tracker, clock_ms,
+                        std::move(held_before));
   }
   FsdpStep fsdp(model, tracker, clock_ms);
   for (int b = 0; b < block_count; ++b) {
@@ -96,9 +97,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     fsdp.AfterForward(b);
   }
 
-  // Head and loss, forward then backward: the last block's output is the
-  // head's input; its gradient starts the blocks' backward.
-  BufferId grad = phases.Head(carried, schedules.back().holds_output);
+  // Head and loss, forward then backward: the last block's outputs are the
+  // head's inputs; their gradients start the blocks' backward.
+  std::vector<BufferId> grad = phases.Head(carried, schedules.back().holds_output);
 
   for (int b = block_count - 1; b >= 0; --b) {
     fsdp.BeforeBackward(b);
@@ -135,21 +136,27 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
   MemoryTracker tracker;
   tracker.Reserve(BufferEstimate(block, schedule));
   double clock_ms = 0;
-  const int64_t in_bytes = block.tensors[block.carried_input].bytes;
-  const int64_t out_bytes = block.tensors[block.output].bytes;
   BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms);
-  const BufferId out =
-      interpreter.Forward(tracker.Alloc(MemoryCategory::kKept, in_bytes));
+  std::vector<BufferId> carried;
+  for (int t : block.carried_inputs) {
+    carried.push_back(tracker.Alloc(MemoryCategory::kKept, block.tensors[t].bytes));
+  }
+  const std::vector<BufferId> outs = interpreter.Forward(carried);
   BlockCost cost;
   cost.forward_peak_bytes = tracker.peak_bytes();
-  // Hand the output over and receive its gradient, as the step does. A
-  // block that holds its output keeps counting it (the next block counts it
+  // Hand the outputs over and receive their gradients, as the step does. A
+  // block that holds an output keeps counting it (the next block counts it
   // again as its carried input: see docs/memory_model.md#solver).
-  if (!schedule.holds_output) tracker.Free(out);
+  for (size_t s = 0; s < outs.size(); ++s) {
+    if (!schedule.holds_output[s]) tracker.Free(outs[s]);
+  }
   cost.kept_bytes = tracker.live_bytes();
-  const BufferId out_grad = tracker.Alloc(MemoryCategory::kActivationGrads, out_bytes);
+  std::vector<BufferId> out_grads;
+  for (int t : block.outputs) {
+    out_grads.push_back(tracker.Alloc(MemoryCategory::kActivationGrads, block.tensors[t].bytes));
+  }
   tracker.ResetPeak();
-  interpreter.Backward(out_grad);
+  interpreter.Backward(out_grads);
   cost.backward_peak_bytes = tracker.peak_bytes();
   cost.recompute_ms = schedule.recompute_ms;
   cost.recomputed_ops = schedule.recomputed_ops;

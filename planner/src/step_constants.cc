@@ -11,28 +11,40 @@ namespace sacplan {
 namespace {
 
 // A block that keeps nothing, over a tracker: its forward frees its carried
-// input and allocates its output; its backward frees its output's gradient
-// and allocates its parameter gradients and its carried input's gradient.
+// inputs and allocates its outputs; its backward frees its outputs'
+// gradients and allocates its parameter gradients and its carried inputs'
+// gradients (one buffer each, stream by stream).
 // What a real block keeps, holds and allocates on its own is its
 // BlockCost, which the chain DP adds to the bases read around these.
 class EmptyBlock {
  public:
   EmptyBlock(const BlockAnalysis& block, MemoryTracker& tracker)
       : block_(block), tracker_(tracker) {}
-  int64_t carried_bytes() const { return block_.tensors[block_.carried_input].bytes; }
-  int64_t output_bytes() const { return block_.tensors[block_.output].bytes; }
-  BufferId Forward(BufferId carried) {
-    tracker_.Free(carried);
-    return tracker_.Alloc(MemoryCategory::kKept, output_bytes());
+  int64_t carried_bytes() const { return SumBytes(block_.carried_inputs); }
+  int64_t output_bytes() const { return SumBytes(block_.outputs); }
+  std::vector<BufferId> Forward(const std::vector<BufferId>& carried) {
+    for (BufferId buffer : carried) tracker_.Free(buffer);
+    return AllocEach(MemoryCategory::kKept, block_.outputs);
   }
-  BufferId Backward(BufferId output_grad) {
-    tracker_.Free(output_grad);
+  std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads) {
+    for (BufferId buffer : output_grads) tracker_.Free(buffer);
     param_grads_ = {tracker_.Alloc(MemoryCategory::kParamGrads, block_.param_bytes)};
-    return tracker_.Alloc(MemoryCategory::kActivationGrads, carried_bytes());
+    return AllocEach(MemoryCategory::kActivationGrads, block_.carried_inputs);
   }
   const std::vector<BufferId>& param_grads() const { return param_grads_; }
 
  private:
+  int64_t SumBytes(const std::vector<int>& tensors) const {
+    int64_t bytes = 0;
+    for (int t : tensors) bytes += block_.tensors[t].bytes;
+    return bytes;
+  }
+  std::vector<BufferId> AllocEach(MemoryCategory category, const std::vector<int>& tensors) {
+    std::vector<BufferId> buffers;
+    for (int t : tensors) buffers.push_back(tracker_.Alloc(category, block_.tensors[t].bytes));
+    return buffers;
+  }
+
   const BlockAnalysis& block_;
   MemoryTracker& tracker_;
   std::vector<BufferId> param_grads_;
@@ -56,7 +68,7 @@ absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& 
   std::vector<EmptyBlock> blocks;
   for (const BlockAnalysis& block : model.blocks) blocks.emplace_back(block, tracker);
 
-  BufferId carried = phases.Setup();
+  std::vector<BufferId> carried = phases.Setup();
   const int64_t setup_peak = tracker.peak_bytes();
   for (int b = 0; b < block_count; ++b) {
     tracker.ClearPeak();
@@ -67,7 +79,8 @@ absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& 
     fsdp_step.AfterForward(b);
   }
   tracker.ResetPeak();
-  BufferId grad = phases.Head(carried, /*last_block_holds_output=*/false);
+  std::vector<BufferId> grad =
+      phases.Head(carried, std::vector<bool>(carried.size(), false));
   c.head_base = tracker.peak_bytes();
   for (int b = block_count - 1; b >= 0; --b) {
     tracker.ClearPeak();

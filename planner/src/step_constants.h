@@ -2,8 +2,8 @@
 // (Solver::StepConstants), read off a MemoryTracker rather than computed
 // from formulas: SimulateStep's own phases (StepPhases, FsdpStep) run
 // around blocks that keep nothing, and each base is the tracker's live
-// bytes when a block runs, less its own carried input (forward) or output
-// gradient (backward), both of which its BlockCost counts, or the highest
+// bytes when a block runs, less its own carried inputs (forward) or
+// outputs' gradients (backward), all of which its BlockCost counts, or the highest
 // moment of FSDP's collectives around it.
 #ifndef SACPLAN_PLANNER_SRC_STEP_CONSTANTS_H_
 #define SACPLAN_PLANNER_SRC_STEP_CONSTANTS_H_

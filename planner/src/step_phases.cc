@@ -1,32 +1,27 @@
 #include "step_phases.h"
 
 namespace sacplan {
-namespace {
 
-int64_t EmbeddingOutputBytes(const AnalyzedModel& model) {
-  const BlockAnalysis& first = model.blocks.front();
-  return first.tensors[first.carried_input].bytes;
-}
-
-}  // namespace
-
-BufferId StepPhases::Setup() {
+std::vector<BufferId> StepPhases::Setup() {
   const FixedMemory& fixed = model_.model->fixed;
   tracker_.Alloc(MemoryCategory::kParamsAndOptimizer,
                  fixed.param_bytes + fixed.optimizer_state_bytes);
   tracker_.Alloc(MemoryCategory::kSharedInputs, model_.shared_input_bytes);
-  const BufferId embedding_output =
-      tracker_.Alloc(MemoryCategory::kKept, EmbeddingOutputBytes(model_));
+  const BlockAnalysis& first = model_.blocks.front();
+  std::vector<BufferId> embedding_outputs;
+  for (int t : first.carried_inputs) {
+    embedding_outputs.push_back(tracker_.Alloc(MemoryCategory::kKept, first.tensors[t].bytes));
+  }
   embedding_saved_ = tracker_.Alloc(MemoryCategory::kKept, fixed.embedding_saved_bytes);
   fsdp_root_ = tracker_.Alloc(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
   tracker_.Mark({Phase::kSetup, -1, ""}, clock_ms_);
-  return embedding_output;
+  return embedding_outputs;
 }
 
-BufferId StepPhases::Head(BufferId last_output, bool last_block_holds_output) {
+std::vector<BufferId> StepPhases::Head(const std::vector<BufferId>& last_outputs,
+                                       const std::vector<bool>& last_block_holds_output) {
   const FixedMemory& fixed = model_.model->fixed;
   const BlockAnalysis& last = model_.blocks.back();
-  const int64_t last_out_bytes = last.tensors[last.output].bytes;
   // Two allocations, as each is freed on its own.
   const BufferId head_kept = tracker_.Alloc(MemoryCategory::kForwardLive,
                                             fixed.head_bytes - fixed.head_fwd_only_bytes);
@@ -36,25 +31,31 @@ BufferId StepPhases::Head(BufferId last_output, bool last_block_holds_output) {
   tracker_.Mark({Phase::kHead, -1, "forward"}, clock_ms_);
   tracker_.Free(fwd_only);
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
-  // Two allocations, as in the step: the output's gradient is freed by the
-  // last block's backward, the shared inputs' at the end.
-  const BufferId output_grad = tracker_.Alloc(MemoryCategory::kActivationGrads, last_out_bytes);
+  // Separate allocations, as in the step: the outputs' gradients are freed
+  // by the last block's backward, the shared inputs' at the end.
+  std::vector<BufferId> output_grads;
+  for (int t : last.outputs) {
+    output_grads.push_back(
+        tracker_.Alloc(MemoryCategory::kActivationGrads, last.tensors[t].bytes));
+  }
   shared_input_grads_ =
       tracker_.Alloc(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
   clock_ms_ += fixed.head_bwd_ms;
   tracker_.Mark({Phase::kHead, -1, "backward"}, clock_ms_);
   tracker_.Free(head_kept);
-  if (!last_block_holds_output) tracker_.Free(last_output);
-  return output_grad;
+  for (size_t s = 0; s < last_outputs.size(); ++s) {
+    if (!last_block_holds_output[s]) tracker_.Free(last_outputs[s]);
+  }
+  return output_grads;
 }
 
-void StepPhases::EmbeddingBackward(BufferId first_grad) {
+void StepPhases::EmbeddingBackward(const std::vector<BufferId>& first_grads) {
   const FixedMemory& fixed = model_.model->fixed;
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.embedding_grad_bytes);
   tracker_.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms_);
   tracker_.Free(embedding_saved_);
   tracker_.Free(fsdp_root_);
-  tracker_.Free(first_grad);
+  for (BufferId grad : first_grads) tracker_.Free(grad);
   tracker_.Free(shared_input_grads_);
 }
 

@@ -5,6 +5,8 @@
 #ifndef SACPLAN_PLANNER_SRC_STEP_PHASES_H_
 #define SACPLAN_PLANNER_SRC_STEP_PHASES_H_
 
+#include <vector>
+
 #include "sacplan/planner/memory_tracker.h"
 #include "sacplan/planner/simulator.h"
 
@@ -18,22 +20,26 @@ class StepPhases {
       : model_(model), tracker_(tracker), clock_ms_(clock_ms) {}
 
   // Parameters and optimizer state, the shared inputs, the embeddings'
-  // output (kept: the first block's carried input), what the embeddings
-  // save for their backward and, under FSDP, the root's unsharded
-  // parameters (both live until the embeddings' backward). Returns the
-  // embeddings' output buffer: block 0's carried input.
-  BufferId Setup();
+  // outputs (kept: the first block's carried inputs, one per stream), what
+  // the embeddings save for their backward and, under FSDP, the root's
+  // unsharded parameters (both live until the embeddings' backward).
+  // Returns the embeddings' output buffers: block 0's carried inputs.
+  std::vector<BufferId> Setup();
   // Head and loss, forward then backward; what only the head's forward
   // holds (FixedMemory::head_fwd_only_bytes) is freed before its backward.
-  // Expects the last block's output live (kept, `last_output`). Leaves its
-  // gradient and the shared inputs' gradients live, and the non-block
-  // parameter gradients; frees the output unless the last block holds it
-  // (BlockSchedule::holds_output). Returns the output's gradient buffer.
-  BufferId Head(BufferId last_output, bool last_block_holds_output);
-  // Expects the first block's carried input's gradient live (`first_grad`):
-  // the embeddings' backward turns it and the shared inputs' gradients into
-  // their parameters' gradients, and frees them and what they saved.
-  void EmbeddingBackward(BufferId first_grad);
+  // Expects the last block's outputs live (kept, `last_outputs`, one per
+  // stream: the head reads every stream). Leaves their gradients and the
+  // shared inputs' gradients live, and the non-block parameter gradients;
+  // frees each output unless the last block holds it
+  // (`last_block_holds_output`, BlockSchedule::holds_output). Returns the
+  // outputs' gradient buffers.
+  std::vector<BufferId> Head(const std::vector<BufferId>& last_outputs,
+                             const std::vector<bool>& last_block_holds_output);
+  // Expects the first block's carried inputs' gradients live
+  // (`first_grads`): the embeddings' backward turns them and the shared
+  // inputs' gradients into their parameters' gradients, and frees them and
+  // what they saved.
+  void EmbeddingBackward(const std::vector<BufferId>& first_grads);
   void Optimizer();
 
  private:

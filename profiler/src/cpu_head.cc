@@ -187,7 +187,7 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   const int64_t last_out_bytes = [&] {
     for (const Op& op : last.ops) {
       for (const TensorInfo& t : op.outputs) {
-        if (t.id == last.output) return t.bytes;
+        if (t.id == last.outputs.front()) return t.bytes;
       }
     }
     return int64_t{0};

@@ -47,13 +47,6 @@ def _check_modules_exist(index: int, block: nn.Module, save: List[str]) -> None:
                 f"no submodule '{path}'") from None
 
 
-def _first_tensor(args, kwargs):
-    for value in list(args) + list(kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            return value
-    return None
-
-
 def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
     """Refuses a plan that saves a random op and recomputes a later one.
 
@@ -149,10 +142,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
                               context_fn=functools.partial(_traced_contexts, policy, namer),
                               **kwargs)
         if not state["checked"]:
-            carried = _first_tensor(args, kwargs)
-            if carried is not None:
-                check_input_matches(applied.plan, list(carried.shape),
-                                    str(carried.dtype).replace("torch.", ""))
+            check_input_matches(applied.plan, original, args, kwargs)
         if not torch.is_grad_enabled():
             return original(*args, **kwargs)
         out = checkpoint(run, *args, use_reentrant=False,

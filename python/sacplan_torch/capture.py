@@ -44,6 +44,7 @@ from .plan import PROFILE_SCHEMA, model_fingerprint
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key
+from .streams import resolve_streams, stream_fingerprint
 from .tracer import Tracer
 
 
@@ -286,7 +287,7 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms,
     records = []
     for i, trace in enumerate(rec.traces):
         record = BlockRecord(index=i, name=trace.name, inputs=trace.inputs, ops=trace.ops,
-                             output=trace.output)
+                             outputs=trace.outputs)
         for op in trace.ops:
             op.fwd_ms = statistics.median(fwd_samples[i][op.id]) if fwd_samples[i][op.id] else 0.0
             op.bwd_ms = statistics.median(bwd_samples[i][op.id]) if bwd_samples[i][op.id] else 0.0
@@ -330,7 +331,7 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
     first, last, log = rec.traces[0], rec.traces[-1], rec.log
     shared = [inp for inp in first.inputs if inp["kind"] == "shared"]
     shared_grad_bytes = sum(inp["bytes"] for inp in shared if inp["requires_grad"])
-    last_out_bytes = next(o.bytes for op in last.ops for o in op.outputs if o.id == last.output)
+    last_out_bytes = sum(o.bytes for op in last.ops for o in op.outputs if o.id in last.outputs)
     nonblock_grad_bytes = rec.root_grads["head"] if fsdp else sum(rec.head_grads)
     end_label = f"fwd_end{len(rec.traces) - 1}"
     # Under FSDP2 the head's backward runs after the root's pre-backward has
@@ -350,7 +351,7 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
         "embedding_saved_bytes": rec.tracer.embedding_saved_bytes,
         # Mirrors the simulator's StepPhases::Head (planner/src/step_phases.h),
         # which holds the non-block parameter gradients, the last block's
-        # output gradient and the shared inputs' gradients besides
+        # outputs' gradients and the shared inputs' gradients besides
         # head_bytes: they are taken out of the measured head peak.
         "head_bytes": max(0, head_peak - nonblock_grad_bytes - last_out_bytes - shared_grad_bytes),
         "optimizer_step_bytes": max(0, log.peak("bwd_end", "opt_end") - log.live("bwd_end")),
@@ -374,9 +375,10 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       fixed batch, or an example batch (tensor, tuple of args, dict of
       kwargs) whose output's mean square is the loss.
     blocks: which submodules are the blocks (see find_blocks). Every block
-      must run once per step; the first tensor argument of a block's forward
-      is its carried input (the residual stream), the other tensor arguments
-      are shared inputs named by their parameter names.
+      must run once per step. Its tensor arguments are named by their
+      parameter names; those made by the block before (a residual stream,
+      or the image and text streams of a double-stream block that returns
+      a tuple) are carried, the rest shared (streams.py).
     optimizer: stepped after each backward (its state and step are part of
       the profile); None trains without one.
     warmup, repeats: untimed steps first, then `repeats` timed steps (times
@@ -419,6 +421,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         bar.advance("warm-up")
 
     rec = _record_step(s, fsdp)
+    resolve_streams(rec.traces)
     bar.advance("graph")
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
@@ -436,12 +439,9 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     records = _block_records(s, rec, fwd_samples, bwd_samples, block_ms, rerun, parallel,
                              collectives)
     _share_unpacking(records, rerun, phase)
-    first = rec.traces[0]
     config = model_fingerprint(model, found)
-    config.update({"name": name or type(model).__name__,
-                   "carried_shape": first.inputs[0]["shape"],
-                   "carried_dtype": first.inputs[0]["dtype"],
-                   "device": s.device.type})
+    config.update({"name": name or type(model).__name__, "device": s.device.type})
+    config.update(stream_fingerprint(rec.traces[0].inputs))
     doc = {
         "schema": PROFILE_SCHEMA,
         "source": "pytorch",

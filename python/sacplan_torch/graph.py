@@ -155,14 +155,19 @@ class BlockRecord:
     name: str
     inputs: List[dict]
     ops: List[OpRecord]
-    output: Optional[str] = None
+    outputs: List[str] = dataclasses.field(default_factory=list)  # one per stream
     # Under FSDP2: the block's all-gather and reduce-scatter buffers and
     # times (docs/profile_format.md).
     fsdp: Optional[dict] = None
 
     def to_json(self) -> dict:
         doc = {"index": self.index, "name": self.name, "inputs": self.inputs,
-               "output": self.output, "ops": [op.to_json() for op in self.ops]}
+               "ops": [op.to_json() for op in self.ops]}
+        # One stream is written as profiles always were (docs/profile_format.md).
+        if len(self.outputs) == 1:
+            doc["output"] = self.outputs[0]
+        else:
+            doc["outputs"] = self.outputs
         if self.fsdp is not None:
             doc["fsdp"] = self.fsdp
         return doc

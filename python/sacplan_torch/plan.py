@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
+import torch
 from torch import nn
 
 from .blocks import eager_block
@@ -117,15 +119,35 @@ def check_plan_matches(plan: Dict[str, Any], model: nn.Module,
                 f"{recorded[key]!r}, this model has {actual[key]!r}")
 
 
-def check_input_matches(plan: Dict[str, Any], shape: List[int], dtype: str) -> None:
-    """Raises SacplanError when a block's carried input has another shape or
-    dtype than the one the plan's profile was captured with."""
+def check_input_matches(plan: Dict[str, Any], forward, args, kwargs) -> None:
+    """Raises SacplanError when a block's streams have another shape or
+    dtype than the ones the plan's profile was captured with: the first
+    tensor argument for a single-stream profile (carried_shape,
+    carried_dtype), each stream's argument by name for several (streams)."""
     recorded = plan.get("model_config", {})
-    if "carried_shape" in recorded and list(recorded["carried_shape"]) != list(shape):
+    if "streams" in recorded:
+        try:
+            bound = inspect.signature(forward).bind(*args, **kwargs).arguments
+        except TypeError:
+            bound = {}
+        for stream in recorded["streams"]:
+            value = bound.get(stream["arg"])
+            if isinstance(value, torch.Tensor):
+                _check_tensor(stream["shape"], stream["dtype"], value, f" ('{stream['arg']}')")
+        return
+    first = next((v for v in list(args) + list(kwargs.values())
+                  if isinstance(v, torch.Tensor)), None)
+    if first is not None:
+        _check_tensor(recorded.get("carried_shape"), recorded.get("carried_dtype"), first, "")
+
+
+def _check_tensor(shape, dtype, value, which: str) -> None:
+    actual_dtype = str(value.dtype).replace("torch.", "")
+    if shape is not None and list(shape) != list(value.shape):
         raise SacplanError(
-            f"plan is for another shape: blocks take {recorded['carried_shape']} "
-            f"in its profile, {list(shape)} here")
-    if "carried_dtype" in recorded and recorded["carried_dtype"] != dtype:
+            f"plan is for another shape: blocks take {shape}{which} "
+            f"in its profile, {list(value.shape)} here")
+    if dtype is not None and dtype != actual_dtype:
         raise SacplanError(
-            f"plan is for another dtype: blocks take {recorded['carried_dtype']} "
-            f"in its profile, {dtype} here")
+            f"plan is for another dtype: blocks take {dtype}{which} "
+            f"in its profile, {actual_dtype} here")

@@ -17,6 +17,11 @@ class BlockTrace:
         self.name = name
         self.inputs: List[dict] = []
         self.input_ids: Dict[StorageKey, str] = {}
+        self.input_keys: List[StorageKey] = []   # per entry of inputs
+        # The storage of each tensor the block returns, in the order returned
+        # (views of one storage once); streams.resolve_streams orders them
+        # into `outputs`.
+        self.output_keys: List[StorageKey] = []
         self.tensor_of: Dict[StorageKey, str] = {}
         self.ops: List[OpRecord] = []
         self.op_at: Dict[str, int] = {}      # tensor id -> producing op index
@@ -27,6 +32,6 @@ class BlockTrace:
         self.param_keys: set = set()
         self.seq_start = 0
         self.last_seq = 0
-        self.output: Optional[str] = None
+        self.outputs: List[str] = []          # tensor ids, one per stream
         self.fwd_spans: Dict[str, list] = defaultdict(list)
         self.bwd_spans: Dict[str, list] = defaultdict(list)

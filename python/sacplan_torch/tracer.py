@@ -78,7 +78,6 @@ class Tracer(TorchDispatchMode):
                 named = list(bound.arguments.items())
             except TypeError:
                 named = [(f"arg{k}", a) for k, a in enumerate(args)] + list(kwargs.items())
-            first = True
             for arg_name, value in named:
                 if not isinstance(value, torch.Tensor):
                     continue
@@ -86,13 +85,14 @@ class Tracer(TorchDispatchMode):
                 if key is None or key in trace.input_ids or key in self.resident:
                     continue
                 trace.input_ids[key] = arg_name
+                trace.input_keys.append(key)
+                # "shared" until streams.resolve_streams has seen which
+                # inputs the block before made.
                 trace.inputs.append({
                     "id": arg_name, "bytes": value.untyped_storage().nbytes(),
                     "shape": list(value.shape), "dtype": dtype_name(value.dtype),
-                    "requires_grad": bool(value.requires_grad),
-                    "kind": "carried" if first else "shared"})
-                first = False
-            if first:
+                    "requires_grad": bool(value.requires_grad), "kind": "shared"})
+            if not trace.inputs:
                 raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
             trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
             self.namers[i].reset()
@@ -112,12 +112,15 @@ class Tracer(TorchDispatchMode):
             outs = [t for t in tensors_of(output) if storage_key(t) is not None]
             if not outs:
                 raise SacplanError(f"blocks[{i}] ({trace.name}) returns no tensor")
-            key = storage_key(outs[0])
-            if key not in trace.tensor_of:
-                raise SacplanError(
-                    f"blocks[{i}] ({trace.name}): the output is not made by an op of the "
-                    "block (a block must compute its output, e.g. end with a residual add)")
-            trace.output = trace.tensor_of[key]
+            for position, out in enumerate(outs):
+                key = storage_key(out)
+                if key not in trace.tensor_of:
+                    raise SacplanError(
+                        f"blocks[{i}] ({trace.name}): output {position} is not made by an "
+                        "op of the block (a block must compute each tensor it returns, "
+                        "e.g. end each stream with a residual add)")
+                if key not in trace.output_keys:
+                    trace.output_keys.append(key)
             self._walk_nodes(trace, outs)
             self._mark(f"fwd_end{i}")
         return hook

@@ -28,7 +28,7 @@ TEST(LlamaBlockTest, OpsInOrder) {
                         "self_attn.attn", "self_attn.o_proj", "residual1",
                         "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
                         "mlp.act", "mlp.down_proj", "residual2"}));
-  EXPECT_EQ(block.output, "residual2.out");
+  EXPECT_EQ(block.outputs[0], "residual2.out");
   EXPECT_EQ(block.index, 2);
 }
 

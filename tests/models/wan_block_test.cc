@@ -78,7 +78,7 @@ const TensorInfo& Out(const Block& block, const std::string& op_id, size_t i = 0
 TEST(WanBlockTest, OpsMatchWanAttentionBlockInOrder) {
   const Block block = BuildWanBlock(Config("wan2.1-1.3b"), 7);
   EXPECT_EQ(block.index, 7);
-  EXPECT_EQ(block.output, "residual3.out");
+  EXPECT_EQ(block.outputs[0], "residual3.out");
   ASSERT_EQ(block.ops.size(), Expected().size());
   for (size_t i = 0; i < block.ops.size(); ++i) {
     const Op& op = block.ops[i];

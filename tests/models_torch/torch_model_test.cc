@@ -204,7 +204,7 @@ TEST(TorchModelTest, OpBackwardChainMatchesAutogradLoss) {
             tensors[b][block.ops[i].outputs[k].id] = outs[k];
           }
         }
-        x = tensors[b].at(block.output);
+        x = tensors[b].at(block.outputs.front());
       }
     }
     at::Tensor last = x.detach().requires_grad_(true);
@@ -221,7 +221,7 @@ TEST(TorchModelTest, OpBackwardChainMatchesAutogradLoss) {
       for (int b = model->num_blocks() - 1; b >= 0; --b) {
         const Block& block = model->graph().blocks[b];
         std::map<std::string, at::Tensor> grads;
-        grads[block.output] = carried_grad;
+        grads[block.outputs.front()] = carried_grad;
         for (int i = static_cast<int>(block.ops.size()) - 1; i >= 0; --i) {
           const Op& op = block.ops[i];
           const std::set<std::string> needs(op.backward_needs.begin(), op.backward_needs.end());

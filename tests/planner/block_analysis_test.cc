@@ -31,9 +31,9 @@ TEST(AnalyzeBlockTest, ChainBlockByHand) {
   EXPECT_EQ(a.tensors[0].id, "x");
   EXPECT_EQ(a.tensors[1].id, "fc.out");
   EXPECT_EQ(a.tensors[3].id, "add.out");
-  EXPECT_EQ(a.carried_input, 0);
+  EXPECT_EQ(a.carried_inputs[0], 0);
   EXPECT_TRUE(a.tensors[0].carried_input);
-  EXPECT_EQ(a.output, 3);
+  EXPECT_EQ(a.outputs[0], 3);
   EXPECT_TRUE(a.tensors[3].block_output);
   EXPECT_FALSE(a.tensors[1].block_output);
 
@@ -74,7 +74,7 @@ TEST(AnalyzeBlockTest, SharedInputsAndOpsReadingATensorTwice) {
   block.ops.push_back(MakeOp("two", "split", {"mix"},
                              {Tensor("lo", 8), Tensor("hi", 8, false)}, {}, 1, 1));
   block.ops.push_back(MakeOp("out", "add", {"x", "lo"}, {Tensor("out", 16)}, {}, 1, 1));
-  block.output = "out";
+  block.outputs = {"out"};
   const BlockAnalysis a = *AnalyzeBlock(block);
   const int x = TensorIndex(a, "x");
   const int ctx = TensorIndex(a, "ctx");

@@ -55,7 +55,7 @@ TEST(GradScheduleTest, ResidualAddAliasesItsSameSizedInputAndTheSumFreesTheRest)
   EXPECT_EQ(InputGrads(schedule, add)[0].alloc_bytes, 0);
   EXPECT_EQ(InputGrads(schedule, add)[1].kind, GradKind::kNew);    // act.out: larger
   EXPECT_EQ(InputGrads(schedule, add)[1].alloc_bytes, 400);
-  EXPECT_EQ(Drops(schedule, add), std::vector<int>{block.output});
+  EXPECT_EQ(Drops(schedule, add), std::vector<int>{block.outputs[0]});
   EXPECT_TRUE(Frees(schedule, add).empty());  // x still holds the buffer
 
   const ScheduleStep& act = BackwardOf(block, schedule, "act");
@@ -78,7 +78,7 @@ TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {
   b.inputs.push_back({Tensor("x", 100), InputKind::kCarried});
   b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("y", 100)}, {"x"}, 1, 1));
   b.ops.push_back(MakeOp("add", "add", {"x", "y"}, {Tensor("out", 100)}, {}, 1, 1));
-  b.output = "out";
+  b.outputs = {"out"};
   const BlockAnalysis block = *AnalyzeBlock(b);
   const BlockSchedule schedule =
       LowerBlock(block, SaveMask(block.ops.size(), true), Semantics::kSacplan);

@@ -64,19 +64,20 @@ TEST(ValidateTest, AnInputReadBeforeItIsProducedIsReportedAsACycle) {
                 "blocks[0].ops[0].inputs", "'nowhere'");
 }
 
-TEST(ValidateTest, NeedsExactlyOneCarriedInputAndAProducedOutput) {
+TEST(ValidateTest, NeedsAProducedOutputPerCarriedInput) {
+  // A second carried input (a stream) needs a second output.
   ExpectInvalid(
       [](Model& m) {
         m.blocks[0].inputs.push_back({testing::Tensor("y", 8), InputKind::kCarried});
       },
-      "blocks[0].inputs", "exactly one carried (residual) input, has 2");
+      "blocks[0].output", "1 outputs for 2 carried inputs");
   ExpectInvalid([](Model& m) { m.blocks[0].inputs[0].kind = InputKind::kShared; },
                 "blocks[0].inputs", "has 0");
-  ExpectInvalid([](Model& m) { m.blocks[1].output = "missing"; }, "blocks[1].output",
+  ExpectInvalid([](Model& m) { m.blocks[1].outputs = {"missing"}; }, "blocks[1].output",
                 "'missing' is not a tensor of the block");
   // Copied from the input's id (GCC 12 warns, falsely, of overlap in a
   // short literal's assignment: -Wrestrict, GCC bug 105329).
-  ExpectInvalid([](Model& m) { m.blocks[1].output = m.blocks[1].inputs[0].tensor.id; },
+  ExpectInvalid([](Model& m) { m.blocks[1].outputs = {m.blocks[1].inputs[0].tensor.id}; },
                 "blocks[1].output",
                 "must be produced by an op");
 }
@@ -129,7 +130,7 @@ TEST(SameStructureTest, IgnoresTheIndexButNotCostsOrTensors) {
       [](Block& b) { b.ops[2].inputs = {"act.out", "x"}; },
       [](Block& b) { b.ops[1].outputs[0].requires_grad = false; },
       [](Block& b) { b.inputs[0].kind = InputKind::kShared; },
-      [](Block& b) { b.output = "act.out"; },
+      [](Block& b) { b.outputs = {"act.out"}; },
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     Block b = testing::ChainBlock(0);

@@ -74,7 +74,7 @@ Block FanInBlock(int index) {
   }
   block.ops.push_back(testing::MakeOp("sum", "add", {"a.out", "b.out", "x"},
                                       {testing::Tensor("sum.out", 1000)}, {}, 0.5, 0.5));
-  block.output = "sum.out";
+  block.outputs = {"sum.out"};
   return block;
 }
 

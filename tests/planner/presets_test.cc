@@ -28,7 +28,7 @@ Block MixedBlock(int index) {
   block.ops.push_back(MakeOp("act", "gelu", {"proj"}, {Tensor("act", 64)}, {"proj"}, 1, 1));
   block.ops.push_back(MakeOp("fc", "matmul", {"act"}, {Tensor("fc", 64)}, {"act"}, 1, 2));
   block.ops.push_back(MakeOp("out", "add", {"x", "fc"}, {Tensor("out", 64)}, {}, 1, 1));
-  block.output = "out";
+  block.outputs = {"out"};
   return block;
 }
 

@@ -165,13 +165,13 @@ TEST(ScheduleTest, TorchSacCacheHoldsSavedOutputsPastTheStopUntilTheFrameDies) {
 TEST(ScheduleTest, TorchSacSavedFinalAddHoldsTheBlockOutputUntilTheFrameDies) {
   const BlockAnalysis block = Chain();
   const BlockSchedule held = LowerBlock(block, {false, false, true}, Semantics::kTorchSac);
-  EXPECT_TRUE(held.holds_output);
-  EXPECT_EQ(BackwardStepFreeing(held, block.output),
+  EXPECT_TRUE(held.holds_output[0]);
+  EXPECT_EQ(BackwardStepFreeing(held, block.outputs[0]),
             static_cast<int>(held.backward.size()) - 1);
-  EXPECT_FALSE(LowerBlock(block, {false, false, false}, Semantics::kTorchSac).holds_output);
+  EXPECT_FALSE(LowerBlock(block, {false, false, false}, Semantics::kTorchSac).holds_output[0]);
   // Saving every op is plain autograd: no cache.
-  EXPECT_FALSE(LowerBlock(block, {true, true, true}, Semantics::kTorchSac).holds_output);
-  EXPECT_FALSE(LowerBlock(block, {false, false, true}, Semantics::kSacplan).holds_output);
+  EXPECT_FALSE(LowerBlock(block, {true, true, true}, Semantics::kTorchSac).holds_output[0]);
+  EXPECT_FALSE(LowerBlock(block, {false, false, true}, Semantics::kSacplan).holds_output[0]);
 }
 
 // x(200) -> cast (needs nothing) -> fc (needs cast.out) -> add(x, fc.out).
@@ -186,7 +186,7 @@ BlockAnalysis CastChain() {
                                     2.0, 4.0));
   raw.ops.push_back(testing::MakeOp("add", "add", {"x", "fc.out"},
                                     {testing::Tensor("add.out", 200)}, {}, 0.5, 0.5));
-  raw.output = "add.out";
+  raw.outputs = {"add.out"};
   return *AnalyzeBlock(raw);
 }
 
@@ -231,7 +231,7 @@ TEST(ScheduleTest, TorchSacRerunsTheWeightCastOfASavedMatmulUntilItsBackward) {
                                     2.0, 4.0));
   raw.ops.push_back(testing::MakeOp("add", "add", {"x", "mm.out"},
                                     {testing::Tensor("add.out", 200)}, {}, 0.5, 0.5));
-  raw.output = "add.out";
+  raw.outputs = {"add.out"};
   const BlockAnalysis block = *AnalyzeBlock(raw);  // x 0, w.bf16 1, mm.out 2
   const BlockSchedule s = LowerBlock(block, {false, true, false}, Semantics::kTorchSac);
   ASSERT_EQ(Steps(s), (std::vector<std::pair<StepKind, int>>{

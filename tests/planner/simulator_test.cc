@@ -75,7 +75,7 @@ Block PassThroughBlock(const std::string& add_kind) {
   block.ops.push_back(testing::MakeOp("sum", add_kind, {"fc.out", "x"},
                                       {testing::Tensor("sum.out", 200)}, {}, 0.5,
                                       0.5));
-  block.output = "sum.out";
+  block.outputs = {"sum.out"};
   return block;
 }
 

@@ -34,7 +34,7 @@ Model SlicedModel(bool with_slices, const std::string& join_kind = "cat") {
     block.ops[1].input_grad_bytes["fused.out"] = 100;
     block.ops[2].input_grad_bytes["fused.out"] = 200;
   }
-  block.output = "proj.out";
+  block.outputs = {"proj.out"};
   Model model;
   model.blocks.push_back(block);
   return model;

@@ -90,7 +90,7 @@ int CheckPlan(const AnalyzedModel& model, const Solver& solver,
       }
     }
     prefix_kept_bytes += cost.kept_bytes;
-    held_before = held_before || schedule.holds_output;
+    for (bool held : schedule.holds_output) held_before = held_before || held;
   }
   const int64_t head = MostLive(step, [](const StepLocation& w) {
     return w.phase == Phase::kHead && w.op != "embedding backward";
@@ -152,6 +152,14 @@ TEST(RandomSolverConstantsTest, ConstantsAreTheSimulatorsPhaseFigures) {
   for (uint32_t seed = 1; seed <= 12; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     CheckModel(testing::RandomModel(3, 7, seed, /*identical=*/seed % 2 == 0));
+  }
+}
+
+// Double-stream blocks: both streams' inputs and gradients are in the bases.
+TEST(RandomSolverConstantsTest, TwoStreamConstantsAreTheSimulatorsPhaseFigures) {
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    CheckModel(testing::RandomTwoStreamModel(3, 6, seed, /*identical=*/seed % 2 == 0));
   }
 }
 

@@ -83,6 +83,33 @@ TEST_P(SolverExactTest, MatchesBruteForce) {
   }
 }
 
+// Double-stream blocks: the text stream's input, output and gradients are
+// counted per block by the simulator and by the solver's composition alike.
+TEST(SolverTwoStreamTest, MatchesBruteForce) {
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      const Model model = testing::RandomTwoStreamModel(2, 4, seed, seed % 2 == 0);
+      const AnalyzedModel analyzed = *AnalyzeModel(model);
+      const std::vector<Outcome> outcomes = BruteForce(analyzed, semantics);
+      SolverOptions options;
+      options.semantics = semantics;
+      const Solver solver = *Solver::Create(analyzed, options);
+      int64_t min_peak = std::numeric_limits<int64_t>::max();
+      for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
+      ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
+      std::set<int64_t> budgets;
+      for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
+      for (const int64_t budget : budgets) {
+        const auto plan = solver.Solve(budget);
+        ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
+        EXPECT_LE(plan->result.peak_bytes, budget);
+        EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
+            << "seed " << seed << " budget " << budget;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     BothSemanticsBothGenerators, SolverExactTest,
     ::testing::Values(ExactCase{Semantics::kSacplan, 12},

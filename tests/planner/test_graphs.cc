@@ -40,7 +40,7 @@ Block ChainBlock(int index, int64_t width) {
                              {Tensor("act.out", 4 * width)}, {"fc.out"}, 1.0, 1.0));
   block.ops.push_back(MakeOp("add", "add", {"x", "act.out"},
                              {Tensor("add.out", 2 * width)}, {}, 0.5, 0.5));
-  block.output = "add.out";
+  block.outputs = {"add.out"};
   return block;
 }
 
@@ -93,7 +93,7 @@ Block RandomBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
   block.ops.push_back(MakeOp("residual", "add", {"x", available.back()},
                              {Tensor("residual.out", residual_bytes)}, {}, 0.25,
                              0.25));
-  block.output = "residual.out";
+  block.outputs = {"residual.out"};
   return block;
 }
 
@@ -135,6 +135,37 @@ void AddTorchSacCosts(Model& model, uint32_t seed) {
       op.replay_ms = ms(0, 12);
     }
   }
+}
+
+Block RandomTwoStreamBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
+                           int64_t text_bytes, int64_t shared_bytes) {
+  Block block = RandomBlock(index, ops, seed, residual_bytes, shared_bytes);
+  std::mt19937 rng(seed * 31 + 7);
+  block.inputs.insert(block.inputs.begin() + 1, {Tensor("txt", text_bytes), InputKind::kCarried});
+  const std::string image = block.ops.front().outputs.front().id;
+  std::vector<std::string> needs{"txt"};
+  if (rng() % 2 == 0) needs.push_back(image);
+  Op mix = MakeOp("txt.mix", "linear", {"txt", image}, {Tensor("txt.mix.out", text_bytes)},
+                  needs, 0.25 * (1 + rng() % 8), 0.25 * (1 + rng() % 12));
+  mix.param_bytes = 8 * (rng() % 3);
+  Op residual = MakeOp("txt.residual", "add", {"txt", "txt.mix.out"},
+                       {Tensor("txt.residual.out", text_bytes)}, {}, 0.25, 0.25);
+  // Before the image stream's residual add, which stays the last op.
+  block.ops.insert(block.ops.end() - 1, {std::move(mix), std::move(residual)});
+  block.outputs = {"residual.out", "txt.residual.out"};
+  return block;
+}
+
+Model RandomTwoStreamModel(int blocks, int ops, uint32_t seed, bool identical) {
+  Model model = RandomModel(blocks, ops, seed, identical);
+  const int64_t text_bytes = 8 * (1 + seed % 7);
+  for (int b = 0; b < blocks; ++b) {
+    const Block& plain = model.blocks[b];
+    model.blocks[b] = RandomTwoStreamBlock(
+        b, ops, identical ? seed : seed + 7919 * b, plain.inputs[0].tensor.bytes, text_bytes,
+        plain.inputs[1].tensor.bytes);
+  }
+  return model;
 }
 
 }  // namespace sacplan::testing

@@ -41,6 +41,16 @@ Model RandomModel(int blocks, int ops, uint32_t seed, bool identical);
 // from free to dearer than the recompute.
 void AddTorchSacCosts(Model& model, uint32_t seed);
 
+// A double-stream block (Flux, SD3): RandomBlock's ops over the image
+// stream "x", and a text stream "txt" of `text_bytes` that mixes with the
+// first image op's output ("txt.mix", linear) and ends in its own residual
+// add ("txt.residual"). Outputs: {"residual.out", "txt.residual.out"}.
+Block RandomTwoStreamBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
+                           int64_t text_bytes, int64_t shared_bytes);
+
+// RandomModel's fixed memory and head over RandomTwoStreamBlocks.
+Model RandomTwoStreamModel(int blocks, int ops, uint32_t seed, bool identical);
+
 }  // namespace sacplan::testing
 
 #endif  // SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_

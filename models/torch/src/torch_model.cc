@@ -77,7 +77,7 @@ at::Tensor AutogradLoss(const TorchModel& model, const Batch& batch,
       std::vector<at::Tensor> outs = model.op(b, static_cast<int>(i)).Forward(args);
       for (size_t k = 0; k < op.outputs.size(); ++k) tensors[op.outputs[k].id] = outs[k];
     }
-    x = tensors.at(block.output);
+    x = tensors.at(block.outputs.front());
   }
   at::Tensor loss = model.Loss(x, in, batch);
   if (inputs != nullptr) *inputs = std::move(in);

@@ -18,9 +18,10 @@ struct TensorNode {
   int64_t bytes = 0;
   bool requires_grad = true;
   int producer = -1;             // op index; -1 for block inputs
-  bool carried_input = false;    // the block's residual-stream input
+  bool carried_input = false;    // a stream's input (Block::inputs, kCarried)
   bool shared_input = false;     // step-level input, never freed by a block
-  bool block_output = false;     // handed to the next block
+  bool block_output = false;     // handed to the next block (Block::outputs)
+  int stream = -1;               // carried inputs and block outputs: the stream
   bool needed_by_backward = false;  // some op's backward reads it
   std::vector<int> consumers;    // op indices reading it in forward, ascending
 };
@@ -67,8 +68,10 @@ struct BlockAnalysis {
   std::vector<TensorNode> tensors;  // block inputs first, then op outputs
   std::vector<OpNode> ops;          // same order as Block::ops
   std::vector<std::string> op_ids;
-  int carried_input = -1;           // tensor index
-  int output = -1;                  // tensor index
+  // Tensor indices per stream (Block::inputs' carried ones, Block::outputs):
+  // stream s's input and output; as many of each.
+  std::vector<int> carried_inputs;
+  std::vector<int> outputs;
   int64_t param_bytes = 0;          // sum of op param_bytes
   double fwd_ms = 0;                // sum of op forward times
   double bwd_ms = 0;                // sum of op backward times

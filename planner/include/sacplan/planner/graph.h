@@ -24,8 +24,10 @@ namespace sacplan {
 
 // Where a block input comes from.
 enum class InputKind {
-  // The residual stream: produced by the previous block (or the embedding),
-  // consumed by this one. Checkpointing keeps it as the block's saved input.
+  // A stream: produced by the previous block (or the embedding), consumed
+  // by this one. Checkpointing keeps it as a saved input of the block. Most
+  // blocks carry one (the residual stream); double-stream blocks (Flux, SD3,
+  // HunyuanVideo) carry two, image and text tokens, each changed per block.
   kCarried,
   // Produced once per step outside the blocks and read by every block
   // (text context, timestep modulation, RoPE tables). Accounted once per step.
@@ -95,10 +97,15 @@ struct Op {
 
 struct Block {
   int index = 0;
-  std::vector<BlockInput> inputs;  // exactly one kCarried input
-  std::vector<Op> ops;             // topological order
-  // Id of the op output handed to the next block (the new residual stream).
-  std::string output;
+  // At least one kCarried input; the carried inputs, in their order here,
+  // are the block's streams 0, 1, ...
+  std::vector<BlockInput> inputs;
+  std::vector<Op> ops;  // topological order
+  // Ids of the op outputs handed to the next block, one per stream: the
+  // output of stream s is the next block's s-th carried input (and the
+  // head's s-th input after the last block). Distinct; never read by the
+  // block's own backward.
+  std::vector<std::string> outputs;
   BlockFsdp fsdp;  // all zero unless the model's parallel.fsdp
 };
 
@@ -149,7 +156,8 @@ struct Model {
 
 // Checks the structural invariants every consumer relies on: unique ids,
 // inputs defined before use, positive sizes, backward needs among the op's
-// own tensors, one carried input, an output that exists. A cycle shows up as
+// own tensors, at least one carried input and one output per carried input,
+// each produced by an op and listed once. A cycle shows up as
 // an input used before it is produced. Returns InvalidArgument naming the
 // block, op and field at fault.
 absl::Status ValidateBlock(const Block& block);

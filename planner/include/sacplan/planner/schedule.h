@@ -113,43 +113,44 @@ struct ScheduleStep {
 };
 
 struct BlockSchedule {
-  // Per tensor: held from forward to backward. The carried input is kept
+  // Per tensor: held from forward to backward. A carried input is kept
   // unless the block frees it in forward (a torch-sac block that autograd
-  // runs plainly and whose backward does not read it). The block output is
-  // never marked: the next block (or the head) holds it.
+  // runs plainly and whose backward does not read it). The block outputs
+  // are never marked: the next block (or the head) holds them.
   std::vector<bool> kept;
   std::vector<int> free_at_backward_start;  // kept tensors backward never reads
-  // A forward step's free_after may name the carried input (category kept:
-  // the block before allocated it); a backward step's may name the block
-  // output when holds_output.
+  // A forward step's free_after may name a carried input (category kept:
+  // the block before allocated it); a backward step's may name a block
+  // output its stream's holds_output entry is set for.
   std::vector<ScheduleStep> forward;
   std::vector<ScheduleStep> backward;  // recompute and backward steps
   int recomputed_ops = 0;
   double recompute_ms = 0;
-  // torch-sac, checkpointed: the block output's producer is saved, so the
-  // checkpoint cache keeps the output's storage alive into this block's
-  // backward, past the next block's (typically the re-run stops before the
-  // final residual add, and the storage lives until the frame dies). This
-  // block frees it (listed in a backward step's free_after); whoever else
-  // would free that storage (the next block as its carried input, or the
-  // head) must not.
-  bool holds_output = false;
+  // Per stream (BlockAnalysis::outputs' order). torch-sac, checkpointed:
+  // the block output's producer is saved, so the checkpoint cache keeps the
+  // output's storage alive into this block's backward, past the next
+  // block's (typically the re-run stops before the final residual add, and
+  // the storage lives until the frame dies). This block frees it (listed in
+  // a backward step's free_after); whoever else would free that storage
+  // (the next block as its carried input, or the head) must not.
+  std::vector<bool> holds_output;
   // The backward steps' gradient lists (ScheduleStep's ranges index them).
   std::vector<GradJoin> grad_joins;
   std::vector<GradInput> input_grads;
   std::vector<int> grad_drops;
   std::vector<int> grad_frees;
-  // The bytes of each gradient buffer of the backward, by number: 0 is the
-  // block output's gradient (the block after, or the head, allocated it),
-  // then each new buffer in the order the backward allocates it.
+  // The bytes of each gradient buffer of the backward, by number: 0 to
+  // streams - 1 are the block outputs' gradients, stream by stream (the
+  // block after, or the head, allocated them), then each new buffer in the
+  // order the backward allocates it.
   std::vector<int64_t> grad_buffer_bytes;
-  // The buffer holding the carried input's gradient after the backward,
-  // which the block before frees; -1 when it takes none.
-  int carried_grad_buffer = -1;
-  // After the last backward step: the carried input's slice gradients
-  // joined (at most one entry of grad_joins). The block output's gradient
-  // is live when the backward starts; the carried input's is left live for
-  // the block before.
+  // Per stream: the buffer holding the carried input's gradient after the
+  // backward, which the block before frees; -1 when it takes none.
+  std::vector<int> carried_grad_buffers;
+  // After the last backward step: the carried inputs' slice gradients
+  // joined (at most one entry of grad_joins per stream). The block outputs'
+  // gradients are live when the backward starts; the carried inputs' are
+  // left live for the block before.
   IndexRange final_grad_joins;
 };
 
@@ -163,15 +164,15 @@ std::span<const T> Entries(const std::vector<T>& list, IndexRange range) {
 // without building the schedule: cheap enough to screen many masks.
 struct SaveOutcome {
   std::vector<bool> kept;  // per tensor, as BlockSchedule::kept
-  // Bytes held after forward: the kept tensors, and the block output when
-  // the block holds it (as EvaluateBlock counts them).
+  // Bytes held after forward: the kept tensors, and the block outputs the
+  // block holds (as EvaluateBlock counts them).
   int64_t kept_bytes = 0;
   double recompute_ms = 0;
   // torch-sac with something unsaved: the block runs under checkpoint, and
   // every unsaved op before the re-run's stop is recomputed. Otherwise only
   // the unsaved producers of what backward reads are recomputed.
   bool checkpointed = false;
-  bool holds_output = false;  // as BlockSchedule::holds_output
+  std::vector<bool> holds_output;  // per stream, as BlockSchedule::holds_output
 };
 // Whether `saved` keeps every op of the block (collectives always count as
 // saved): such a block is not checkpointed at all under either semantics.

@@ -61,10 +61,10 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
 // What one block costs, measured on its own: the quantities the solver
 // composes into a step peak (see docs/memory_model.md).
 struct BlockCost {
-  // Held after forward: the kept tensors (the carried input among them when
-  // kept) and, when the block holds its output, the output.
+  // Held after forward: the kept tensors (the carried inputs among them
+  // when kept) and the outputs the block holds.
   int64_t kept_bytes = 0;
-  int64_t forward_peak_bytes = 0;   // carried input + block forward live
+  int64_t forward_peak_bytes = 0;   // carried inputs + block forward live
   int64_t backward_peak_bytes = 0;  // kept + recompute + grads + workspace
   double recompute_ms = 0;
   int recomputed_ops = 0;
