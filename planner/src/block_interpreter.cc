@@ -29,6 +29,10 @@ BufferId BlockInterpreter::Forward(BufferId carried) {
   return activations_[block_.output];
 }
 
+void BlockInterpreter::EndAutocastRegion() {
+  for (int t : schedule_.autocast_held) tracker_.Free(activations_[t]);
+}
+
 BufferId BlockInterpreter::Backward(BufferId output_grad) {
   grads_.assign(schedule_.grad_buffer_bytes.size(), -1);
   grads_[0] = output_grad;

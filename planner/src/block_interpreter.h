@@ -28,6 +28,10 @@ class BlockInterpreter {
   // buffer, which the next block or the head frees (this block's backward
   // when it holds the output).
   BufferId Forward(BufferId carried);
+  // The end of the step's autocast region (after the head's forward): frees
+  // the weight casts autocast's cache held since Forward
+  // (BlockSchedule::autocast_held).
+  void EndAutocastRegion();
   // `output_grad` is the block output's gradient buffer, live. Returns the
   // carried input's gradient buffer, left live for the block before (-1
   // when it takes none). Gradients follow the schedule (LowerGradients

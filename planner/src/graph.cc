@@ -290,7 +290,8 @@ bool SameOp(const Op& a, const Op& b) {
       a.bwd_ms != b.bwd_ms || a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
       a.param_bytes != b.param_bytes || a.collective != b.collective ||
-      a.never_save != b.never_save || a.input_grad_bytes != b.input_grad_bytes ||
+      a.never_save != b.never_save || a.autocast_cached != b.autocast_cached ||
+      a.input_grad_bytes != b.input_grad_bytes ||
       a.outputs.size() != b.outputs.size()) {
     return false;
   }

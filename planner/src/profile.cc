@@ -72,6 +72,7 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
   RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
   RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
   RETURN_IF_ERROR(ReadBool(j, "random", path, false, op.random));
+  RETURN_IF_ERROR(ReadBool(j, "autocast_cached", path, false, op.autocast_cached));
   if (const json* grads = json_reader::Find(j, "input_grad_bytes"); grads != nullptr) {
     const std::string gpath = path + ".input_grad_bytes";
     RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
@@ -102,6 +103,7 @@ json OpToJson(const Op& op) {
               {"collective", op.collective},
               {"never_save", op.never_save}};
   if (op.random) doc["random"] = true;
+  if (op.autocast_cached) doc["autocast_cached"] = true;
   if (!op.input_grad_bytes.empty()) doc["input_grad_bytes"] = op.input_grad_bytes;
   return doc;
 }

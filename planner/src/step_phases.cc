@@ -23,18 +23,22 @@ BufferId StepPhases::Setup() {
   return embedding_output;
 }
 
-BufferId StepPhases::Head(BufferId last_output, bool last_block_holds_output) {
+void StepPhases::HeadForward() {
   const FixedMemory& fixed = model_.model->fixed;
-  const BlockAnalysis& last = model_.blocks.back();
-  const int64_t last_out_bytes = last.tensors[last.output].bytes;
   // Two allocations, as each is freed on its own.
-  const BufferId head_kept = tracker_.Alloc(MemoryCategory::kForwardLive,
-                                            fixed.head_bytes - fixed.head_fwd_only_bytes);
+  head_kept_ = tracker_.Alloc(MemoryCategory::kForwardLive,
+                              fixed.head_bytes - fixed.head_fwd_only_bytes);
   const BufferId fwd_only =
       tracker_.Alloc(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   clock_ms_ += fixed.head_fwd_ms;
   tracker_.Mark({Phase::kHead, -1, "forward"}, clock_ms_);
   tracker_.Free(fwd_only);
+}
+
+BufferId StepPhases::HeadBackward(BufferId last_output, bool last_block_holds_output) {
+  const FixedMemory& fixed = model_.model->fixed;
+  const BlockAnalysis& last = model_.blocks.back();
+  const int64_t last_out_bytes = last.tensors[last.output].bytes;
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
   // Two allocations, as in the step: the output's gradient is freed by the
   // last block's backward, the shared inputs' at the end.
@@ -43,7 +47,7 @@ BufferId StepPhases::Head(BufferId last_output, bool last_block_holds_output) {
       tracker_.Alloc(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
   clock_ms_ += fixed.head_bwd_ms;
   tracker_.Mark({Phase::kHead, -1, "backward"}, clock_ms_);
-  tracker_.Free(head_kept);
+  tracker_.Free(head_kept_);
   if (!last_block_holds_output) tracker_.Free(last_output);
   return output_grad;
 }

@@ -23,13 +23,16 @@ class StepPhases {
   // parameters (both live until the embeddings' backward). Returns the
   // embeddings' output buffer: block 0's carried input.
   BufferId Setup();
-  // Head and loss, forward then backward; what only the head's forward
-  // holds (FixedMemory::head_fwd_only_bytes) is freed before its backward.
-  // Expects the last block's output live (kept, `last_output`). Leaves its
-  // gradient and the shared inputs' gradients live, and the non-block
-  // parameter gradients; frees the output unless the last block holds it
+  // Head and loss, forward then backward, in two calls: the step's
+  // autocast region ends between them (BlockInterpreter::EndAutocastRegion).
+  // What only the head's forward holds (FixedMemory::head_fwd_only_bytes)
+  // is freed at the end of HeadForward. HeadBackward expects the last
+  // block's output live (kept, `last_output`), leaves its gradient and the
+  // shared inputs' gradients live, and the non-block parameter gradients;
+  // frees the output unless the last block holds it
   // (BlockSchedule::holds_output). Returns the output's gradient buffer.
-  BufferId Head(BufferId last_output, bool last_block_holds_output);
+  void HeadForward();
+  BufferId HeadBackward(BufferId last_output, bool last_block_holds_output);
   // Expects the first block's carried input's gradient live (`first_grad`):
   // the embeddings' backward turns it and the shared inputs' gradients into
   // their parameters' gradients, and frees them and what they saved.
@@ -43,6 +46,7 @@ class StepPhases {
   BufferId embedding_saved_ = -1;
   BufferId fsdp_root_ = -1;
   BufferId shared_input_grads_ = -1;
+  BufferId head_kept_ = -1;
 };
 
 }  // namespace sacplan

@@ -70,6 +70,12 @@ struct Op {
   // the same order (docs/memory_model.md, "Random ops"). Set by
   // sacplan_torch's capture.
   bool random = false;
+  // A low-precision cast of an fp32 weight that torch.autocast caches (its
+  // cache on): the cache keeps the output until the autocast region ends,
+  // past the op's last reader, under torch-sac semantics
+  // (docs/memory_model.md, "Autocast's weight casts"). Set by
+  // sacplan_torch's capture.
+  bool autocast_cached = false;
   // Gradient bytes this op's backward makes for an input it reads only part
   // of (a slice of a fused tensor, e.g. q, k, v and the MLP input cut from
   // one linear's output), keyed by input id; inputs read whole are absent.
