@@ -74,27 +74,30 @@ int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string
 
 TEST(AutocastTest, CheckpointedBlocksHoldTheirCastsToTheEndOfTheForward) {
   const StepResult held = Simulate(CastModel(true), {kFull, kFull}, Semantics::kTorchSac);
-  // Block 0 ends its forward holding x (200, kept), its output (200) and
-  // its cast (2000). Block 1's act: params 1000 + block 0's 2400 + its own
-  // cast 2000 + fc.out 400 + act.out 400.
-  EXPECT_EQ(LiveAt(held, Phase::kForward, 0, "add"), 1000 + 200 + 2000 + 200);
+  // Block 0's add: params 1000, x (200, kept), its cast (2000, past fc,
+  // its reader), act.out (400, freed after) and the output (200). It ends
+  // its forward holding x, the cast and the output (2400). Block 1's act:
+  // params + block 0's 2400 + its own cast 2000 + fc.out 400 + act.out 400.
+  EXPECT_EQ(LiveAt(held, Phase::kForward, 0, "add"), 1000 + 200 + 2000 + 400 + 200);
   EXPECT_EQ(LiveAt(held, Phase::kForward, 1, "act"), 1000 + 2400 + 2000 + 400 + 400);
-  // The head's forward still holds both casts: 1000 + 2 x (200 + 2000 + 200).
-  EXPECT_EQ(LiveAt(held, Phase::kHead, -1, "forward"), 1000 + 2 * 2400);
+  // The head's forward still holds both casts: params, block 0's 2400,
+  // block 1's cast and output.
+  EXPECT_EQ(LiveAt(held, Phase::kHead, -1, "forward"), 1000 + 2400 + 2000 + 200);
   EXPECT_EQ(held.peak_bytes, 6200);
   EXPECT_EQ(held.peak.phase, Phase::kForward);
   EXPECT_EQ(held.peak.block, 1);
   EXPECT_EQ(held.peak.op, "act");
-  // Gone before the head's backward: params, x, block 1's input, the
-  // output's gradient (200).
-  EXPECT_EQ(LiveAt(held, Phase::kHead, -1, "backward"), 1000 + 200 + 200 + 200);
+  // Gone before the head's backward: params, x, block 1's input, the last
+  // output (freed after this moment) and its gradient.
+  EXPECT_EQ(LiveAt(held, Phase::kHead, -1, "backward"), 1000 + 4 * 200);
 
   // Without the flag each cast dies after fc, its last reader; the peak is
-  // block 1's backward: params, x, its input, the output's gradient (1600),
-  // the recomputed cast and fc.out (2400) and act's gradient of fc.out.
+  // block 1's backward at act: params, x, its input, the output's gradient
+  // (1600), the recomputed cast and fc.out (2400), and the gradients of
+  // act.out and fc.out (800).
   const StepResult freed = Simulate(CastModel(false), {kFull, kFull}, Semantics::kTorchSac);
-  EXPECT_EQ(LiveAt(freed, Phase::kForward, 1, "act"), 1000 + 400 + 400 + 400 + 400);
-  EXPECT_EQ(LiveAt(freed, Phase::kHead, -1, "forward"), 1000 + 2 * 400);
+  EXPECT_EQ(LiveAt(freed, Phase::kForward, 1, "act"), 1000 + 200 + 200 + 400 + 400);
+  EXPECT_EQ(LiveAt(freed, Phase::kHead, -1, "forward"), 1000 + 3 * 200);
   EXPECT_EQ(freed.peak_bytes, 4800);
   EXPECT_EQ(freed.peak.phase, Phase::kBackward);
 }
