@@ -119,7 +119,8 @@ void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
     if (node.shared_input || node.block_output || schedule.kept[t]) continue;
-    if (semantics == Semantics::kTorchSac && block.ops[node.producer].autocast_cached) {
+    if (semantics == Semantics::kTorchSac && node.producer >= 0 &&
+        block.ops[node.producer].autocast_cached) {
       schedule.autocast_held.push_back(t);
       continue;
     }

@@ -3,10 +3,12 @@ bf16 cast of an fp32 weight stays in autocast's cache until the outermost
 autocast region ends, in checkpointed blocks too (docs/memory_model.md,
 "Autocast's weight casts").
 
-The block here is written in the test and is weight-heavy (dim 256, 16
-tokens, four Linear layers): its bf16 weight casts outweigh its
-activations, so a simulator that frees them at the end of each block's
-forward predicts full checkpointing's peak far too low. Trained under
+The block here is written in the test (dim 128, four Linear layers, 12
+blocks, 768 tokens): with AdamW the optimizer step (parameters, two states,
+gradients) is the peak unless the forward holds more than half the
+parameters' bytes besides them, so the model needs enough tokens and blocks
+for the held casts to reach the peak; an optimal plan between none and full
+then peaks at the end of the forward, where the casts are. Trained under
 torch.autocast("cpu", dtype=torch.bfloat16) with AdamW: the measured peak
 of plans none, full and an optimal plan between them must be within 2% of
 `sacplan simulate` (torch-sac); the same plans simulated on the profile with
@@ -25,8 +27,8 @@ from torch import nn
 import sacplan_torch
 from sacplan_cli import plan, simulate
 
-DIM, HEADS, HIDDEN, NBLOCKS = 256, 4, 1024, 4
-BATCH, TOKENS = 1, 16
+DIM, HEADS, HIDDEN, NBLOCKS = 128, 4, 512, 12
+BATCH, TOKENS = 1, 768
 TOLERANCE = 0.02
 
 
@@ -54,10 +56,15 @@ class WeightHeavyBlock(nn.Module):
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
+        # An embedding, so that the first block's input takes a gradient,
+        # as in a real model; the residual stream is kept in fp32 (as Wan
+        # keeps it), so the blocks also cast activations to bf16.
+        self.embed = nn.Linear(DIM, DIM)
         self.blocks = nn.ModuleList(WeightHeavyBlock() for _ in range(NBLOCKS))
         self.head = nn.Linear(DIM, DIM)
 
     def forward(self, x):
+        x = self.embed(x).float()
         for block in self.blocks:
             x = block(x)
         return self.head(x)
@@ -149,7 +156,8 @@ def test_measured_peak_matches_prediction(captured):
     print(f"\nweight-heavy block, bf16 autocast, AdamW:\n{table}")
     for label, (predicted, _, measured) in rows.items():
         assert abs(predicted - measured) <= TOLERANCE * measured, f"{label}\n{table}"
-    # Without the rule, full checkpointing's prediction misses by far more
-    # than the tolerance: the test would catch the rule's absence.
-    predicted, without, measured = rows["full"]
-    assert measured - without > 2 * TOLERANCE * measured, table
+    # Without the rule a plan misses by more than the tolerance (the
+    # optimal one, whose peak is the head's forward: by -3.5% when this was
+    # written), so the test would catch the rule's absence.
+    assert any(measured - without > TOLERANCE * measured
+               for _, without, measured in rows.values()), table

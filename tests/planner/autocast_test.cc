@@ -105,9 +105,11 @@ TEST(AutocastTest, CheckpointedBlocksHoldTheirCastsToTheEndOfTheForward) {
 TEST(AutocastTest, PlainAutogradBlocksHoldUnreadCastsToo) {
   // Saving every op is plain autograd: mm keeps its cast for backward
   // anyway, but a cast no backward reads (a bias) is held by the cache
-  // alone, past its reader, to the end of the forward.
+  // alone, past its reader, to the end of the forward. Here fc's backward
+  // reads nothing, so neither the cast nor the carried input (an input, no
+  // op's output: it is freed after its last reader) is kept.
   Model model = CastModel(true);
-  for (Block& block : model.blocks) block.ops[1].backward_needs = {"x"};
+  for (Block& block : model.blocks) block.ops[1].backward_needs = {};
   const SaveMask none{true, true, true, true};
   const StepResult held = Simulate(model, {none, none}, Semantics::kTorchSac);
   for (Block& block : model.blocks) block.ops[0].autocast_cached = false;
