@@ -78,6 +78,7 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     node.collective = op.collective;
     node.never_save = op.never_save;
     node.random = op.random;
+    node.autocast_cached = op.autocast_cached;
     // Autograd's AddBackward and CloneBackward return the output's gradient
     // itself to every input of its size.
     const GradFlow flow = KindInfo(op.kind).grad_flow;

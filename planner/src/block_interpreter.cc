@@ -34,6 +34,10 @@ std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& car
   return outputs;
 }
 
+void BlockInterpreter::EndAutocastRegion() {
+  for (int t : schedule_.autocast_held) tracker_.Free(activations_[t]);
+}
+
 std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& output_grads) {
   grads_.assign(schedule_.grad_buffer_bytes.size(), -1);
   // Buffers 0 to streams - 1 are the outputs' gradients (LowerGradients).

@@ -31,6 +31,10 @@ class BlockInterpreter {
   // buffers, which the next block or the head frees (this block's backward
   // for an output it holds).
   std::vector<BufferId> Forward(const std::vector<BufferId>& carried);
+  // The end of the step's autocast region (after the head's forward): frees
+  // the weight casts autocast's cache held since Forward
+  // (BlockSchedule::autocast_held).
+  void EndAutocastRegion();
   // `output_grads` are the block outputs' gradient buffers, live. Returns
   // the carried inputs' gradient buffers, left live for the block before
   // (-1 for one that takes none). Gradients follow the schedule

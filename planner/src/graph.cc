@@ -307,6 +307,12 @@ absl::Status ValidateModel(const Model& model) {
     return absl::InvalidArgumentError(
         "fixed.head_fwd_only_bytes: must be >= 0 and at most head_bytes");
   }
+  if (f.head_bwd_only_bytes < 0 ||
+      f.head_bwd_only_bytes > f.head_bytes - f.head_fwd_only_bytes) {
+    return absl::InvalidArgumentError(
+        "fixed.head_bwd_only_bytes: must be >= 0 and at most head_bytes - "
+        "head_fwd_only_bytes");
+  }
   if (!(f.head_fwd_ms >= 0 && f.head_bwd_ms >= 0 && f.optimizer_ms >= 0 &&
         f.step_overhead_ms >= 0 &&
         std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms + f.step_overhead_ms))) {
@@ -331,7 +337,8 @@ bool SameOp(const Op& a, const Op& b) {
       a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
       a.param_bytes != b.param_bytes || a.collective != b.collective ||
-      a.never_save != b.never_save || a.input_grad_bytes != b.input_grad_bytes ||
+      a.never_save != b.never_save || a.autocast_cached != b.autocast_cached ||
+      a.input_grad_bytes != b.input_grad_bytes ||
       a.outputs.size() != b.outputs.size()) {
     return false;
   }

@@ -82,6 +82,7 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
   RETURN_IF_ERROR(ReadBool(j, "collective", path, false, op.collective));
   RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
   RETURN_IF_ERROR(ReadBool(j, "random", path, false, op.random));
+  RETURN_IF_ERROR(ReadBool(j, "autocast_cached", path, false, op.autocast_cached));
   if (const json* grads = json_reader::Find(j, "input_grad_bytes"); grads != nullptr) {
     const std::string gpath = path + ".input_grad_bytes";
     RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
@@ -117,6 +118,7 @@ json OpToJson(const Op& op) {
   if (op.checkpointed_bwd_ms) doc["checkpointed_bwd_ms"] = *op.checkpointed_bwd_ms;
   if (op.recompute_ms) doc["recompute_ms"] = *op.recompute_ms;
   if (op.replay_ms) doc["replay_ms"] = *op.replay_ms;
+  if (op.autocast_cached) doc["autocast_cached"] = true;
   if (!op.input_grad_bytes.empty()) doc["input_grad_bytes"] = op.input_grad_bytes;
   return doc;
 }
@@ -184,6 +186,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"head_bytes", false, &f.head_bytes},
       {"optimizer_step_bytes", false, &f.optimizer_step_bytes},
       {"head_fwd_only_bytes", false, &f.head_fwd_only_bytes},
+      {"head_bwd_only_bytes", false, &f.head_bwd_only_bytes},
       {"fsdp_root_param_bytes", false, &f.fsdp_root_param_bytes}};
   for (const auto& field : byte_fields) {
     RETURN_IF_ERROR(
@@ -305,6 +308,9 @@ json ProfileToJson(const Profile& p) {
   if (!p.measurement.empty()) doc["measurement"] = p.measurement;
   // A single-rank profile stays as it was before the fields existed.
   if (!p.model.parallel.single_rank()) doc["parallel"] = ParallelToJson(p.model.parallel);
+  if (f.head_bwd_only_bytes > 0) {
+    doc["fixed"]["head_bwd_only_bytes"] = f.head_bwd_only_bytes;
+  }
   if (f.fsdp_root_param_bytes > 0) {
     doc["fixed"]["fsdp_root_param_bytes"] = f.fsdp_root_param_bytes;
   }

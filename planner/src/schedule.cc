@@ -105,9 +105,12 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
 // Forward: every op once; an activation is freed after its last forward
 // reader unless it is kept for backward or handed to the next block. When
 // the checkpoint frame dies with the forward, what it holds (saved ops'
-// outputs, the carried inputs) lives to the forward's end.
+// outputs, the carried inputs) lives to the forward's end. Under autocast
+// (torch-sac) a cached weight cast outlives both: the cache frees it when
+// the step's autocast region ends (BlockSchedule::autocast_held).
 void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
-                  bool frame_dies_in_forward, BlockSchedule& schedule) {
+                  bool frame_dies_in_forward, Semantics semantics,
+                  BlockSchedule& schedule) {
   schedule.forward.resize(block.ops.size());
   for (int k = 0; k < block.op_count(); ++k) {
     schedule.forward[k].kind = StepKind::kForward;
@@ -117,6 +120,11 @@ void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
     if (node.shared_input || node.block_output || schedule.kept[t]) continue;
+    if (semantics == Semantics::kTorchSac && node.producer >= 0 &&
+        block.ops[node.producer].autocast_cached) {
+      schedule.autocast_held.push_back(t);
+      continue;
+    }
     int last = node.consumers.empty() ? std::max(node.producer, 0)
                                       : node.consumers.back();
     if (frame_dies_in_forward &&
@@ -220,7 +228,12 @@ void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
 // hooks. Recomputed tensors die after their last reader; cached ones the
 // re-run pops likewise (or when the re-run ends, if nothing reads them);
 // cached ones it never reaches, the carried inputs and a held block output
-// die with the frame.
+// die with the frame. The checkpoint re-runs the block inside autocast
+// again (recompute_fn enters torch.amp.autocast with the forward's
+// settings), so a cached weight cast the re-run makes or pops stays in
+// autocast's cache until the re-run's outermost autocast context exits
+// (clear_autocast_cache), when the re-run ends: it dies after its last
+// reader or then, whichever is later.
 void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
                             BlockSchedule& schedule,
                             const std::vector<bool>& materialized) {
@@ -245,14 +258,18 @@ void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
     const bool held = node.block_output && schedule.holds_output[node.stream];
     if (!held && !materialized[t]) continue;
     const int last_use = uses.last_use[t];
+    const bool autocast_cached =
+        !node.carried_input && block.ops[node.producer].autocast_cached;
     if (node.carried_input) {
       FreeAfter(schedule, frame_end, t);
     } else if (!IsSaved(block, saved, node.producer)) {
-      FreeAfter(schedule, last_use >= 0 ? last_use : uses.produced_at[t], t);
+      const int last = last_use >= 0 ? last_use : uses.produced_at[t];
+      FreeAfter(schedule, autocast_cached ? std::max(last, rerun_end) : last, t);
     } else if (!TorchSacRerunReaches(block, node.producer)) {
       FreeAfter(schedule, frame_end, t);
     } else {
-      FreeAfter(schedule, last_use >= 0 ? last_use : rerun_end, t);
+      FreeAfter(schedule, autocast_cached ? std::max(last_use, rerun_end)
+                          : last_use >= 0 ? last_use : rerun_end, t);
     }
   }
 }
@@ -335,7 +352,7 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   schedule.holds_output = outcome.holds_output;
   schedule.backward.reserve(2 * block.ops.size());
   LowerForward(block, saved, outcome.checkpointed && block.last_saving_op < 0,
-               schedule);
+               semantics, schedule);
 
   std::vector<bool> materialized = schedule.kept;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {

@@ -98,8 +98,12 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   }
 
   // Head and loss, forward then backward: the last block's outputs are the
-  // head's inputs; their gradients start the blocks' backward.
-  std::vector<BufferId> grad = phases.Head(carried, schedules.back().holds_output);
+  // head's inputs; their gradients start the blocks' backward. The
+  // forward's autocast region ends in between (the loss is computed under
+  // autocast, backward() is called outside it).
+  phases.HeadForward();
+  for (BlockInterpreter& block : blocks) block.EndAutocastRegion();
+  std::vector<BufferId> grad = phases.HeadBackward(carried, schedules.back().holds_output);
 
   for (int b = block_count - 1; b >= 0; --b) {
     fsdp.BeforeBackward(b);
@@ -144,6 +148,9 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
   const std::vector<BufferId> outs = interpreter.Forward(carried);
   BlockCost cost;
   cost.forward_peak_bytes = tracker.peak_bytes();
+  // Autocast's held casts are the solver's constants (forward_base of the
+  // blocks after, head_base), not kept bytes: backward never sees them.
+  interpreter.EndAutocastRegion();
   // Hand the outputs over and receive their gradients, as the step does. A
   // block that holds an output keeps counting it (the next block counts it
   // again as its carried input: see docs/memory_model.md#solver).

@@ -128,7 +128,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   Solver solver;
   solver.model_ = &model;
   solver.options_ = options;
-  ASSIGN_OR_RETURN(StepConstants constants, ComputeStepConstants(model));
+  ASSIGN_OR_RETURN(StepConstants constants, ComputeStepConstants(model, options.semantics));
   solver.constants_ = std::make_shared<const StepConstants>(std::move(constants));
   // ComparedPresetNames() starts with none and full.
   for (const std::string& preset : ComparedPresetNames()) {

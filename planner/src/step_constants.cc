@@ -10,22 +10,42 @@
 namespace sacplan {
 namespace {
 
+// The outputs of a block's autocast-cached ops (Op::autocast_cached).
+int64_t AutocastCachedBytes(const BlockAnalysis& block) {
+  int64_t bytes = 0;
+  for (const OpNode& op : block.ops) {
+    if (!op.autocast_cached) continue;
+    for (int out : op.outputs) bytes += block.tensors[out].bytes;
+  }
+  return bytes;
+}
+
 // A block that keeps nothing, over a tracker: its forward frees its carried
 // inputs and allocates its outputs; its backward frees its outputs'
 // gradients and allocates its parameter gradients and its carried inputs'
 // gradients (one buffer each, stream by stream).
 // What a real block keeps, holds and allocates on its own is its
 // BlockCost, which the chain DP adds to the bases read around these.
+// Under torch-sac its forward also leaves every autocast-cached cast of the
+// block live until the autocast region ends: whatever the plan, autocast's
+// cache or the plan holds each of them that long. A cast the plan keeps
+// for backward is then counted here and in the block's kept bytes, so the
+// forward and head moments of later blocks are overestimated by the casts
+// earlier blocks keep (docs/memory_model.md#solver), never underestimated.
 class EmptyBlock {
  public:
-  EmptyBlock(const BlockAnalysis& block, MemoryTracker& tracker)
-      : block_(block), tracker_(tracker) {}
+  EmptyBlock(const BlockAnalysis& block, MemoryTracker& tracker, Semantics semantics)
+      : block_(block),
+        tracker_(tracker),
+        autocast_bytes_(semantics == Semantics::kTorchSac ? AutocastCachedBytes(block) : 0) {}
   int64_t carried_bytes() const { return SumBytes(block_.carried_inputs); }
   int64_t output_bytes() const { return SumBytes(block_.outputs); }
   std::vector<BufferId> Forward(const std::vector<BufferId>& carried) {
     for (BufferId buffer : carried) tracker_.Free(buffer);
+    autocast_held_ = tracker_.Alloc(MemoryCategory::kForwardLive, autocast_bytes_);
     return AllocEach(MemoryCategory::kKept, block_.outputs);
   }
+  void EndAutocastRegion() { tracker_.Free(autocast_held_); }
   std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads) {
     for (BufferId buffer : output_grads) tracker_.Free(buffer);
     param_grads_ = {tracker_.Alloc(MemoryCategory::kParamGrads, block_.param_bytes)};
@@ -47,12 +67,15 @@ class EmptyBlock {
 
   const BlockAnalysis& block_;
   MemoryTracker& tracker_;
+  int64_t autocast_bytes_;
+  BufferId autocast_held_ = -1;
   std::vector<BufferId> param_grads_;
 };
 
 }  // namespace
 
-absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& model) {
+absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& model,
+                                                           Semantics semantics) {
   const int block_count = static_cast<int>(model.blocks.size());
   const bool fsdp = model.model->parallel.fsdp;
   Solver::StepConstants c;
@@ -66,7 +89,7 @@ absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& 
   StepPhases phases(model, tracker, clock_ms);
   FsdpStep fsdp_step(model, tracker, clock_ms);
   std::vector<EmptyBlock> blocks;
-  for (const BlockAnalysis& block : model.blocks) blocks.emplace_back(block, tracker);
+  for (const BlockAnalysis& block : model.blocks) blocks.emplace_back(block, tracker, semantics);
 
   std::vector<BufferId> carried = phases.Setup();
   const int64_t setup_peak = tracker.peak_bytes();
@@ -79,8 +102,10 @@ absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& 
     fsdp_step.AfterForward(b);
   }
   tracker.ResetPeak();
+  phases.HeadForward();
+  for (EmptyBlock& block : blocks) block.EndAutocastRegion();
   std::vector<BufferId> grad =
-      phases.Head(carried, std::vector<bool>(carried.size(), false));
+      phases.HeadBackward(carried, std::vector<bool>(carried.size(), false));
   c.head_base = tracker.peak_bytes();
   for (int b = block_count - 1; b >= 0; --b) {
     tracker.ClearPeak();

@@ -15,7 +15,10 @@
 namespace sacplan {
 
 // Fails (Internal) when the walk leaves a buffer unfreed or frees one twice.
-absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& model);
+// `semantics` decides whether autocast's cached casts outlive their blocks'
+// forward (torch-sac only).
+absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& model,
+                                                           Semantics semantics);
 
 }  // namespace sacplan
 

@@ -18,18 +18,27 @@ std::vector<BufferId> StepPhases::Setup() {
   return embedding_outputs;
 }
 
-std::vector<BufferId> StepPhases::Head(const std::vector<BufferId>& last_outputs,
-                                       const std::vector<bool>& last_block_holds_output) {
+void StepPhases::HeadForward() {
   const FixedMemory& fixed = model_.model->fixed;
-  const BlockAnalysis& last = model_.blocks.back();
-  // Two allocations, as each is freed on its own.
-  const BufferId head_kept = tracker_.Alloc(MemoryCategory::kForwardLive,
-                                            fixed.head_bytes - fixed.head_fwd_only_bytes);
+  // Two allocations, as each is freed on its own; what only the head's
+  // backward holds comes in HeadBackward.
+  head_kept_ = tracker_.Alloc(
+      MemoryCategory::kForwardLive,
+      fixed.head_bytes - fixed.head_fwd_only_bytes - fixed.head_bwd_only_bytes);
   const BufferId fwd_only =
       tracker_.Alloc(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   clock_ms_ += fixed.head_fwd_ms;
   tracker_.Mark({Phase::kHead, -1, "forward"}, clock_ms_);
   tracker_.Free(fwd_only);
+}
+
+std::vector<BufferId> StepPhases::HeadBackward(
+    const std::vector<BufferId>& last_outputs,
+    const std::vector<bool>& last_block_holds_output) {
+  const FixedMemory& fixed = model_.model->fixed;
+  const BlockAnalysis& last = model_.blocks.back();
+  const BufferId bwd_only =
+      tracker_.Alloc(MemoryCategory::kForwardLive, fixed.head_bwd_only_bytes);
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.nonblock_grad_bytes);
   // Separate allocations, as in the step: the outputs' gradients are freed
   // by the last block's backward, the shared inputs' at the end.
@@ -42,7 +51,8 @@ std::vector<BufferId> StepPhases::Head(const std::vector<BufferId>& last_outputs
       tracker_.Alloc(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
   clock_ms_ += fixed.head_bwd_ms;
   tracker_.Mark({Phase::kHead, -1, "backward"}, clock_ms_);
-  tracker_.Free(head_kept);
+  tracker_.Free(head_kept_);
+  tracker_.Free(bwd_only);
   for (size_t s = 0; s < last_outputs.size(); ++s) {
     if (!last_block_holds_output[s]) tracker_.Free(last_outputs[s]);
   }

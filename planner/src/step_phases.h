@@ -25,16 +25,19 @@ class StepPhases {
   // unsharded parameters (both live until the embeddings' backward).
   // Returns the embeddings' output buffers: block 0's carried inputs.
   std::vector<BufferId> Setup();
-  // Head and loss, forward then backward; what only the head's forward
-  // holds (FixedMemory::head_fwd_only_bytes) is freed before its backward.
-  // Expects the last block's outputs live (kept, `last_outputs`, one per
-  // stream: the head reads every stream). Leaves their gradients and the
-  // shared inputs' gradients live, and the non-block parameter gradients;
-  // frees each output unless the last block holds it
-  // (`last_block_holds_output`, BlockSchedule::holds_output). Returns the
-  // outputs' gradient buffers.
-  std::vector<BufferId> Head(const std::vector<BufferId>& last_outputs,
-                             const std::vector<bool>& last_block_holds_output);
+  // Head and loss, forward then backward, in two calls: the step's
+  // autocast region ends between them (BlockInterpreter::EndAutocastRegion).
+  // What only the head's forward holds (FixedMemory::head_fwd_only_bytes)
+  // is freed at the end of HeadForward; what only its backward holds
+  // (head_bwd_only_bytes) is allocated in HeadBackward. HeadBackward expects the last
+  // block's outputs live (kept, `last_outputs`, one per stream: the head
+  // reads every stream), leaves their gradients and the shared inputs'
+  // gradients live, and the non-block parameter gradients; frees each
+  // output unless the last block holds it (`last_block_holds_output`,
+  // BlockSchedule::holds_output). Returns the outputs' gradient buffers.
+  void HeadForward();
+  std::vector<BufferId> HeadBackward(const std::vector<BufferId>& last_outputs,
+                                     const std::vector<bool>& last_block_holds_output);
   // Expects the first block's carried inputs' gradients live
   // (`first_grads`): the embeddings' backward turns them and the shared
   // inputs' gradients into their parameters' gradients, and frees them and
@@ -49,6 +52,7 @@ class StepPhases {
   BufferId embedding_saved_ = -1;
   BufferId fsdp_root_ = -1;
   BufferId shared_input_grads_ = -1;
+  BufferId head_kept_ = -1;
 };
 
 }  // namespace sacplan

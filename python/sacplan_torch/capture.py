@@ -197,6 +197,7 @@ def _record_step(s: _Step, fsdp: bool) -> _Recorded:
             log.mark("start")
             with tracer:
                 loss = s.loss()
+            log.mark("loss_end")
             loss.backward()
             log.mark("bwd_end")
             if s.optimizer is not None:
@@ -339,7 +340,17 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
     # all-gathers are the simulator's fsdp terms, not the head's).
     head_end = (distributed.BACKWARD_MARK if log.has(distributed.BACKWARD_MARK)
                 else "bwd_start")
-    head_peak = log.peak(end_label, head_end) - log.live(end_label)
+    # The head's forward and its backward, each its own moment: the
+    # simulator's StepPhases::HeadForward holds head_bytes -
+    # head_bwd_only_bytes there, beside what autocast's cache holds until the
+    # forward ends (the blocks' weight casts); HeadBackward holds head_bytes
+    # - head_fwd_only_bytes, with the non-block parameter gradients, the last
+    # block's outputs' gradients and the shared inputs' gradients, which are
+    # taken out of the measured backward peak.
+    head_forward = max(0, log.peak(end_label, "loss_end") - log.live(end_label))
+    head_backward = max(0, log.peak("loss_end", head_end) - log.live(end_label)
+                        - nonblock_grad_bytes - last_out_bytes - shared_grad_bytes)
+    head_bytes = max(head_forward, head_backward)
     blocks_fwd_ms = sum(op.fwd_ms for r in records for op in r.ops)
     blocks_bwd_ms = sum(op.bwd_ms for r in records for op in r.ops)
     model = s.model
@@ -349,11 +360,9 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
         "nonblock_grad_bytes": nonblock_grad_bytes,
         "embedding_grad_bytes": rec.root_grads["embedding"] if fsdp else sum(rec.embedding_grads),
         "embedding_saved_bytes": rec.tracer.embedding_saved_bytes,
-        # Mirrors the simulator's StepPhases::Head (planner/src/step_phases.h),
-        # which holds the non-block parameter gradients, the last block's
-        # outputs' gradients and the shared inputs' gradients besides
-        # head_bytes: they are taken out of the measured head peak.
-        "head_bytes": max(0, head_peak - nonblock_grad_bytes - last_out_bytes - shared_grad_bytes),
+        "head_bytes": head_bytes,
+        "head_fwd_only_bytes": head_bytes - head_backward,
+        "head_bwd_only_bytes": head_bytes - head_forward,
         "optimizer_step_bytes": max(0, log.peak("bwd_end", "opt_end") - log.live("bwd_end")),
         "head_fwd_ms": round(max(0.0, statistics.median(phase["forward"]) - blocks_fwd_ms), 6),
         "head_bwd_ms": round(max(0.0, statistics.median(phase["backward"]) - blocks_bwd_ms), 6),

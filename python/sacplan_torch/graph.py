@@ -43,6 +43,10 @@ class OpRecord:
     # the forward's numbers only under the rule of docs/memory_model.md,
     # "Random ops".
     random: bool = False
+    # A weight cast autocast's cache holds until the autocast region ends
+    # (naming.is_autocast_cached; docs/memory_model.md, "Autocast's weight
+    # casts").
+    autocast_cached: bool = False
     # Per input read only in slices (views of part of its storage): the
     # storage's bytes and the distinct slices, as (offset, shape, stride) ->
     # bytes. Absent: read whole.
@@ -108,6 +112,8 @@ class OpRecord:
             value = getattr(self, field)
             if value is not None:
                 doc[field] = round(value, 6)
+        if self.autocast_cached:
+            doc["autocast_cached"] = True
         grads = self.input_grad_bytes()
         if grads:
             doc["input_grad_bytes"] = grads

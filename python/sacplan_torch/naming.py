@@ -68,6 +68,33 @@ def is_random(func, args=(), kwargs=None) -> bool:
     return True
 
 
+def autocast_cast_dtypes(device_types) -> Dict[str, torch.dtype]:
+    """Per device type among `device_types`, the low-precision dtype autocast
+    casts to, for those whose autocast is on with its cache on: where
+    `cached_cast` (aten/src/ATen/autocast_mode.cpp) caches weight casts.
+    Read outside the dispatcher (a block's pre-hook): inside a dispatch mode
+    autocast reads as off."""
+    if not torch.is_autocast_cache_enabled():
+        return {}
+    return {d: torch.get_autocast_dtype(d) for d in device_types
+            if torch.is_autocast_enabled(d)}
+
+
+def is_autocast_cached(func, args, out, dtypes: Dict[str, torch.dtype]) -> bool:
+    """Whether autocast's cache keeps the call's output until its region
+    ends: a copy (`_to_copy`) of an fp32 leaf that requires grad and is not
+    a view (a parameter), to the autocast dtype of its device; the conditions
+    of `cached_cast`. A cast the block's own code writes (`w.to(bf16)`)
+    looks the same from here and is counted too."""
+    if not dtypes or aten_name(func) != "_to_copy" or not args:
+        return False
+    src = args[0]
+    if not isinstance(src, torch.Tensor) or not isinstance(out, torch.Tensor):
+        return False
+    return (src.dtype == torch.float32 and src.requires_grad and src.is_leaf
+            and not src._is_view() and out.dtype == dtypes.get(src.device.type))
+
+
 def split_op_id(op_id: str) -> Tuple[str, str, int]:
     """Inverse of OpNamer.name: (module path, aten op, repeat index)."""
     parts = op_id.split(".")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
+import torch
+
 from .graph import OpRecord
 from .storage import StorageKey
 
@@ -30,6 +32,9 @@ class BlockTrace:
         # The block's parameters as its forward sees them: under FSDP2 the
         # unsharded parameters it all-gathered, which are not resident.
         self.param_keys: set = set()
+        # Device type -> the dtype autocast casts to and caches, for the
+        # autocast regions (cache on) the block runs inside.
+        self.autocast_dtypes: Dict[str, torch.dtype] = {}
         self.seq_start = 0
         self.last_seq = 0
         self.outputs: List[str] = []          # tensor ids, one per stream

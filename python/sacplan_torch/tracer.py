@@ -19,7 +19,8 @@ from .clock import Clock
 from .errors import SacplanError
 from .graph import OpRecord, TensorRecord, dtype_name, op_kind
 from .memory import AllocationLog
-from .naming import OpNamer, aten_name, is_collective, is_named, is_random
+from .naming import (OpNamer, aten_name, autocast_cast_dtypes, is_autocast_cached,
+                     is_collective, is_named, is_random)
 from .storage import storage_key, tensors_of, written_args
 from .trace import BlockTrace
 
@@ -95,6 +96,8 @@ class Tracer(TorchDispatchMode):
             if not trace.inputs:
                 raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
             trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
+            trace.autocast_dtypes = autocast_cast_dtypes(
+                {"cpu"} | {v.device.type for _, v in named if isinstance(v, torch.Tensor)})
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
             if i == 0 and self.structure:
@@ -182,7 +185,9 @@ class Tracer(TorchDispatchMode):
                    and any(t.requires_grad for t in ins))
         op = OpRecord(id=op_id, aten=aten_name(func), kind=op_kind(aten_name(func)),
                       inputs=[], outputs=[], collective=is_collective(func),
-                      random=is_random(func, args, kwargs))
+                      random=is_random(func, args, kwargs),
+                      autocast_cached=is_autocast_cached(func, args, out,
+                                                         trace.autocast_dtypes))
         op_index = len(trace.ops)
         for t in ins:
             key = storage_key(t)

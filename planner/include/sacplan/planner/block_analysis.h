@@ -54,6 +54,7 @@ struct OpNode {
   bool collective = false;
   bool never_save = false;  // see Op::never_save
   bool random = false;      // see Op::random
+  bool autocast_cached = false;  // see Op::autocast_cached
   // Kind "add" or "clone" with one output: backward hands the output's
   // gradient to each input of the same size without allocating (autograd's
   // AddBackward, CloneBackward).

@@ -86,6 +86,12 @@ struct Op {
   // the same order (docs/memory_model.md, "Random ops"). Set by
   // sacplan_torch's capture.
   bool random = false;
+  // A low-precision cast of an fp32 weight that torch.autocast caches (its
+  // cache on): the cache keeps the output until the autocast region ends,
+  // past the op's last reader, under torch-sac semantics
+  // (docs/memory_model.md, "Autocast's weight casts"). Set by
+  // sacplan_torch's capture.
+  bool autocast_cached = false;
   // Gradient bytes this op's backward makes for an input it reads only part
   // of (a slice of a fused tensor, e.g. q, k, v and the MLP input cut from
   // one linear's output), keyed by input id; inputs read whole are absent.
@@ -134,6 +140,13 @@ struct FixedMemory {
   // 0 <= head_fwd_only_bytes <= head_bytes. The rest is held through the
   // head's backward, beside the gradients.
   int64_t head_fwd_only_bytes = 0;
+  // The part of head_bytes the head holds only in its backward (a loss
+  // whose backward makes buffers larger than its forward's); 0 <=
+  // head_bwd_only_bytes and head_fwd_only_bytes + head_bwd_only_bytes <=
+  // head_bytes. The head's forward moment holds head_bytes less it. It
+  // matters where the forward holds what its backward does not: autocast's
+  // weight casts, live until the forward ends.
+  int64_t head_bwd_only_bytes = 0;
   int64_t optimizer_step_bytes = 0;  // scratch of the optimizer step
   // FSDP only: the root module's parameters (embeddings, head) unsharded.
   // FSDP2 gathers them before block 0 and, the root being exempt from

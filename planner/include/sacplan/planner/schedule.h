@@ -134,6 +134,13 @@ struct BlockSchedule {
   // a backward step's free_after); whoever else would free that storage
   // (the next block as its carried input, or the head) must not.
   std::vector<bool> holds_output;
+  // torch-sac: the outputs of autocast-cached ops (Op::autocast_cached)
+  // that the forward does not keep for backward. Autocast's cast cache
+  // holds them until the step's autocast region ends, after the head's
+  // forward, so no forward step frees them: the step does, then
+  // (BlockInterpreter::EndAutocastRegion). Empty under sacplan semantics,
+  // whose executor runs without autocast.
+  std::vector<int> autocast_held;
   // The backward steps' gradient lists (ScheduleStep's ranges index them).
   std::vector<GradJoin> grad_joins;
   std::vector<GradInput> input_grads;
