@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Sequence, Tuple, Union
 
 import torch
 from torch import nn

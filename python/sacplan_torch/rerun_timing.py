@@ -36,7 +36,6 @@ import statistics
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-import torch
 from torch import nn
 from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
                                     create_selective_checkpoint_contexts,

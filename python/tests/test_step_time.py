@@ -28,7 +28,7 @@ from sacplan_torch.clock import cpu_now
 pytestmark = pytest.mark.fidelity
 
 TOLERANCE = 0.15
-CASES = [(kind, size) for kind in ("moe", "dropout") for size in ("small", "large")]
+CASES = [(kind, size) for kind in ("flux", "moe", "dropout") for size in ("small", "large")]
 PASSES, STEPS, ROUNDS, ROUND_BUDGET_S = 2, 4, 3, 240
 
 

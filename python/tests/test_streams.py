@@ -2,11 +2,9 @@
 plus shared conditioning and returns `(img, txt)`; both streams change in
 every block, so both are carried and counted per block.
 
-The block below follows the public description of FLUX's `DoubleStreamBlock`:
-per stream a 6-way modulation from `vec`, LayerNorm + modulate, a qkv
-Linear with QK RMSNorm, joint attention over the text tokens followed by the
-image tokens (with RoPE, a keyword argument), then per stream a gated
-projection and a gated GELU-tanh MLP. fp32 on CPU.
+The block (unseen_blocks.DoubleStreamBlock) follows the public description
+of FLUX's `DoubleStreamBlock`; fp32 on CPU here (test_unseen_blocks.py runs
+it under bf16 autocast).
 """
 
 from __future__ import annotations
@@ -14,95 +12,17 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import sacplan_torch
 from sacplan_cli import plan, simulate
 from sacplan_torch import SacplanError
+from unseen_blocks import DoubleStreamDiT
 
 SIZES = {
     "small": dict(dim=32, heads=2, mlp=128, img_tokens=192, txt_tokens=64, layers=3),
     "large": dict(dim=64, heads=4, mlp=256, img_tokens=384, txt_tokens=128, layers=4),
 }
 TOLERANCE = 0.02
-
-
-def rope(x: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
-    pairs = x.unflatten(-1, (-1, 2))
-    x0, x1 = pairs[..., 0], pairs[..., 1]
-    return torch.stack((x0 * pe[0] - x1 * pe[1], x0 * pe[1] + x1 * pe[0]), dim=-1).flatten(-2)
-
-
-class Stream(nn.Module):
-    """One stream's weights in a double-stream block."""
-
-    def __init__(self, dim: int, heads: int, mlp: int):
-        super().__init__()
-        self.heads = heads
-        self.mod = nn.Linear(dim, 6 * dim)
-        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.q_norm = nn.RMSNorm(dim // heads, eps=1e-6)
-        self.k_norm = nn.RMSNorm(dim // heads, eps=1e-6)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(approximate="tanh"),
-                                 nn.Linear(mlp, dim))
-
-    def qkv_heads(self, x, vec):
-        shift1, scale1, gate1, shift2, scale2, gate2 = \
-            self.mod(F.silu(vec))[:, None, :].chunk(6, dim=-1)
-        b, s, d = x.shape
-        h = (1 + scale1) * self.norm1(x) + shift1
-        q, k, v = self.qkv(h).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        return self.q_norm(q), self.k_norm(k), v, (gate1, shift2, scale2, gate2)
-
-    def finish(self, x, attn, mods):
-        gate1, shift2, scale2, gate2 = mods
-        x = x + gate1 * self.proj(attn)
-        return x + gate2 * self.mlp((1 + scale2) * self.norm2(x) + shift2)
-
-
-class DoubleStreamBlock(nn.Module):
-    def __init__(self, dim: int, heads: int, mlp: int):
-        super().__init__()
-        self.img = Stream(dim, heads, mlp)
-        self.txt = Stream(dim, heads, mlp)
-
-    def forward(self, img, txt, vec, *, pe):
-        iq, ik, iv, img_mods = self.img.qkv_heads(img, vec)
-        tq, tk, tv, txt_mods = self.txt.qkv_heads(txt, vec)
-        # Joint attention: text tokens first, as FLUX orders them.
-        q = rope(torch.cat((tq, iq), dim=2), pe)
-        k = rope(torch.cat((tk, ik), dim=2), pe)
-        v = torch.cat((tv, iv), dim=2)
-        attn = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
-        t = txt.shape[1]
-        return (self.img.finish(img, attn[:, t:], img_mods),
-                self.txt.finish(txt, attn[:, :t], txt_mods))
-
-
-class DoubleStreamDiT(nn.Module):
-    def __init__(self, dim, heads, mlp, img_tokens, txt_tokens, layers):
-        super().__init__()
-        self.img_in = nn.Linear(16, dim)
-        self.txt_in = nn.Linear(48, dim)
-        self.time_in = nn.Linear(8, dim)
-        self.blocks = nn.ModuleList(DoubleStreamBlock(dim, heads, mlp) for _ in range(layers))
-        self.img_out = nn.Linear(dim, 16)
-        self.txt_out = nn.Linear(dim, 1)
-        self.register_buffer("angle", torch.rand(txt_tokens + img_tokens, dim // heads // 2) * 6,
-                             persistent=False)
-
-    def forward(self, latents, text, t):
-        img, txt = self.img_in(latents), self.txt_in(text)
-        vec = self.time_in(t)
-        # Made once per step and handed to every block: a shared input.
-        pe = torch.stack((self.angle.cos(), self.angle.sin()))
-        for block in self.blocks:
-            img, txt = block(img, txt, vec, pe=pe)
-        # Both streams reach the loss (the simulator's head reads every stream).
-        return self.img_out(img), self.txt_out(txt)
 
 
 def make(size: str):

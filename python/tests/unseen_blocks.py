@@ -9,6 +9,12 @@ tuned on them (test_unseen_blocks.py).
 - "dropout": a pre-LN block that draws random numbers twice per block
   (rand_like dropouts after attention and after the MLP, as a GPU's
   native_dropout can be saved), plus a stochastic-depth mask drawn first.
+- "flux": a double-stream block after the public description of FLUX's
+  `DoubleStreamBlock`: per stream (image, text) a 6-way modulation from
+  `vec`, LayerNorm + modulate, a qkv Linear with QK RMSNorm, joint attention
+  over the text tokens then the image tokens (RoPE tables passed as a
+  keyword), a gated projection and a gated GELU-tanh MLP; trained under
+  bf16 autocast (autocast's weight-cast cache on).
 
 Each is a whole model: an embedding Linear, the blocks, a head and a mean
 squared loss, trained with AdamW.
@@ -132,6 +138,84 @@ class Net(nn.Module):
         return self.head(h)
 
 
+def rope(x: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
+    pairs = x.unflatten(-1, (-1, 2))
+    x0, x1 = pairs[..., 0], pairs[..., 1]
+    return torch.stack((x0 * pe[0] - x1 * pe[1], x0 * pe[1] + x1 * pe[0]), dim=-1).flatten(-2)
+
+
+class Stream(nn.Module):
+    """One stream's weights in a double-stream block."""
+
+    def __init__(self, dim: int, heads: int, mlp: int):
+        super().__init__()
+        self.heads = heads
+        self.mod = nn.Linear(dim, 6 * dim)
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.q_norm = nn.RMSNorm(dim // heads, eps=1e-6)
+        self.k_norm = nn.RMSNorm(dim // heads, eps=1e-6)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(approximate="tanh"),
+                                 nn.Linear(mlp, dim))
+
+    def qkv_heads(self, x, vec):
+        shift1, scale1, gate1, shift2, scale2, gate2 = \
+            self.mod(F.silu(vec))[:, None, :].chunk(6, dim=-1)
+        b, s, d = x.shape
+        h = (1 + scale1) * self.norm1(x) + shift1
+        q, k, v = self.qkv(h).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return self.q_norm(q), self.k_norm(k), v, (gate1, shift2, scale2, gate2)
+
+    def finish(self, x, attn, mods):
+        gate1, shift2, scale2, gate2 = mods
+        x = x + gate1 * self.proj(attn)
+        return x + gate2 * self.mlp((1 + scale2) * self.norm2(x) + shift2)
+
+
+class DoubleStreamBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, mlp: int):
+        super().__init__()
+        self.img = Stream(dim, heads, mlp)
+        self.txt = Stream(dim, heads, mlp)
+
+    def forward(self, img, txt, vec, *, pe):
+        iq, ik, iv, img_mods = self.img.qkv_heads(img, vec)
+        tq, tk, tv, txt_mods = self.txt.qkv_heads(txt, vec)
+        # Joint attention: text tokens first, as FLUX orders them.
+        q = rope(torch.cat((tq, iq), dim=2), pe)
+        k = rope(torch.cat((tk, ik), dim=2), pe)
+        v = torch.cat((tv, iv), dim=2)
+        attn = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+        t = txt.shape[1]
+        return (self.img.finish(img, attn[:, t:], img_mods),
+                self.txt.finish(txt, attn[:, :t], txt_mods))
+
+
+class DoubleStreamDiT(nn.Module):
+    def __init__(self, dim, heads, mlp, img_tokens, txt_tokens, layers):
+        super().__init__()
+        self.img_in = nn.Linear(16, dim)
+        self.txt_in = nn.Linear(48, dim)
+        self.time_in = nn.Linear(8, dim)
+        self.blocks = nn.ModuleList(DoubleStreamBlock(dim, heads, mlp) for _ in range(layers))
+        self.img_out = nn.Linear(dim, 16)
+        self.txt_out = nn.Linear(dim, 1)
+        self.register_buffer("angle", torch.rand(txt_tokens + img_tokens, dim // heads // 2) * 6,
+                             persistent=False)
+
+    def forward(self, latents, text, t):
+        img, txt = self.img_in(latents), self.txt_in(text)
+        vec = self.time_in(t)
+        # Made once per step and handed to every block: a shared input.
+        pe = torch.stack((self.angle.cos(), self.angle.sin()))
+        for block in self.blocks:
+            img, txt = block(img, txt, vec, pe=pe)
+        # Both streams reach the loss (the simulator's head reads every stream).
+        return self.img_out(img), self.txt_out(txt)
+
+
 # (dim, heads, hidden, tokens) per size; the larger one moves the balance
 # between weights and activations as well as the scale.
 SIZES: Dict[str, Dict[str, int]] = {
@@ -141,26 +225,56 @@ SIZES: Dict[str, Dict[str, int]] = {
 INPUTS = 16
 
 
-def setup(kind: str, size: str, seed: int = 0) -> sacplan_torch.Setup:
-    """A seeded model of `kind` ("moe" or "dropout") at `size`, its step (a
-    fixed batch, mean squared error), AdamW. The step reseeds the generator
-    so that every step draws the same random numbers."""
-    s = SIZES[size]
+FLUX_SIZES: Dict[str, Dict[str, int]] = {
+    "small": dict(dim=32, heads=2, mlp=128, img_tokens=192, txt_tokens=64, layers=3),
+    "large": dict(dim=64, heads=4, mlp=256, img_tokens=384, txt_tokens=128, layers=4),
+}
+
+
+def _flux(size: str, seed: int):
+    cfg = FLUX_SIZES[size]
     torch.manual_seed(seed)
-    if kind == "moe":
-        make = lambda: MoEBlock(s["dim"], s["heads"], s["hidden"] // 2, experts=4)  # noqa: E731
-    elif kind == "dropout":
-        make = lambda: DropoutBlock(s["dim"], s["heads"], s["hidden"])  # noqa: E731
-    else:
-        raise ValueError(f"unknown block kind {kind!r}")
-    model = Net(make, s["dim"], s["blocks"], INPUTS)
+    model = DoubleStreamDiT(**cfg)
     g = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(s["batch"], s["tokens"], INPUTS, generator=g)
-    y = torch.randn(s["batch"], s["tokens"], INPUTS, generator=g)
+    latents = torch.randn(1, cfg["img_tokens"], 16, generator=g)
+    text = torch.randn(1, cfg["txt_tokens"], 48, generator=g)
+    t = torch.randn(1, 8, generator=g)
+    target = torch.randn(1, cfg["img_tokens"], 16, generator=g)
 
     def step(m: nn.Module) -> torch.Tensor:
-        torch.manual_seed(seed + 2)
-        return (m(x) - y).square().mean()
+        # The loss inside the autocast region, backward() outside, as
+        # trainers do.
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            img, txt = m(latents, text, t)
+            return F.mse_loss(img.float(), target) + txt.float().square().mean()
+
+    return model, step
+
+
+def setup(kind: str, size: str, seed: int = 0) -> sacplan_torch.Setup:
+    """A seeded model of `kind` ("moe", "dropout" or "flux") at `size`, its
+    step (a fixed batch, mean squared error; "flux" under bf16 autocast),
+    AdamW. The step reseeds the generator so that every step
+    draws the same random numbers."""
+    if kind == "flux":
+        model, step = _flux(size, seed)
+    else:
+        s = SIZES[size]
+        torch.manual_seed(seed)
+        if kind == "moe":
+            make = lambda: MoEBlock(s["dim"], s["heads"], s["hidden"] // 2, experts=4)  # noqa: E731
+        elif kind == "dropout":
+            make = lambda: DropoutBlock(s["dim"], s["heads"], s["hidden"])  # noqa: E731
+        else:
+            raise ValueError(f"unknown block kind {kind!r}")
+        model = Net(make, s["dim"], s["blocks"], INPUTS)
+        g = torch.Generator().manual_seed(seed + 1)
+        x = torch.randn(s["batch"], s["tokens"], INPUTS, generator=g)
+        y = torch.randn(s["batch"], s["tokens"], INPUTS, generator=g)
+
+        def step(m: nn.Module) -> torch.Tensor:
+            torch.manual_seed(seed + 2)
+            return (m(x) - y).square().mean()
 
     return sacplan_torch.Setup(
         model=model, step=step, blocks="blocks",
