@@ -15,10 +15,13 @@ How it reads the model (see docs/python.md for the whole story):
 - Node hooks time each op's backward; the dispatch mode times its forward.
 - An allocation log of the whole step measures what runs outside the
   blocks: the embeddings' saved tensors, the head and loss, the optimizer.
+- Steps with every block checkpointed time what PyTorch's selective
+  checkpointing costs per op (rerun_timing).
 
 The parts: storage (tensor identity), clock, tracer (the dispatch mode and
 block hooks), trace (one block's record), autograd_walk, backward_timing,
-step_adapters, json_io, progress; capture() below runs the passes.
+timed_passes, rerun_timing, step_adapters, json_io, progress; capture()
+below runs the passes.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from . import distributed, rerun_timing
+from . import distributed, rerun_timing, timed_passes
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .clock import Clock, cpu_now
 from .errors import SacplanError
@@ -72,15 +75,6 @@ def _device_info(device: torch.device) -> dict:
     except (ValueError, OSError, AttributeError):
         memory = 0
     return {"name": "cpu", "memory_bytes": int(memory)}
-
-
-def _add_samples(traces, clock: Clock, fwd_samples, bwd_samples) -> None:
-    """One step's forward and backward time per op, appended per block."""
-    for i, trace in enumerate(traces):
-        for op_id, spans in trace.fwd_spans.items():
-            fwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
-        for op_id, spans in trace.bwd_spans.items():
-            bwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
 
 
 def _fsdp_fields(block: nn.Module, name: str, world_size: int,
@@ -215,73 +209,6 @@ def _record_step(s: _Step, fsdp: bool) -> _Recorded:
     return _Recorded(tracer, log, head_grads, embedding_grads, root_grads)
 
 
-def _time_ops(s: _Step, repeats: int, fwd_samples, bwd_samples,
-              bar: Progress) -> Optional[distributed.CollectiveSync]:
-    """Steps under a tracer that only times: each op's forward and
-    backward. Collectives complete before they return while timed, so an
-    all-to-all op's time is the exchange's, and FSDP2's all-gathers and
-    reduce-scatters are timed per block (returned)."""
-    collectives = distributed.CollectiveSync(settle=False) if distributed.active() else None
-    for _ in range(repeats):
-        timer = Tracer(s.found, s.resident, s.clock, structure=False)
-        try:
-            if collectives is not None:
-                collectives.__enter__()
-            try:
-                with timer:
-                    loss = s.loss()
-                s.finish(loss)
-            finally:
-                if collectives is not None:
-                    collectives.__exit__(None, None, None)
-            del loss
-            sync(s.device)
-        finally:
-            timer.remove()
-        _add_samples(timer.traces, s.clock, fwd_samples, bwd_samples)
-        bar.advance("op times")
-    return collectives
-
-
-def _time_plain_steps(s: _Step, repeats: int, bar: Progress):
-    """Plain steps: the time of each phase and of each block's forward, with
-    no dispatch mode in the way (process CPU time on CPU, wall time after a
-    synchronize on GPU)."""
-    phase = defaultdict(list)
-    block_ms = [[] for _ in s.found]
-    for _ in range(repeats):
-        starts = {}
-        handles = []
-        for i, (_, module) in enumerate(s.found):
-            def pre(module, args, i=i):
-                starts[i] = s.tick()
-
-            def post(module, args, output, i=i):
-                block_ms[i].append((s.tick() - starts[i]) * 1e3)
-
-            handles.append(module.register_forward_pre_hook(pre))
-            handles.append(module.register_forward_hook(post))
-        try:
-            t0 = s.tick()
-            loss = s.loss()
-            t1 = s.tick()
-            loss.backward()
-            t2 = s.tick()
-            if s.optimizer is not None:
-                s.optimizer.step()
-            t3 = s.tick()
-            s.model.zero_grad(set_to_none=True)
-            del loss
-        finally:
-            for handle in handles:
-                handle.remove()
-        phase["forward"].append((t1 - t0) * 1e3)
-        phase["backward"].append((t2 - t1) * 1e3)
-        phase["optimizer"].append((t3 - t2) * 1e3)
-        bar.advance("step times")
-    return phase, block_ms
-
-
 def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms, rerun,
                    parallel: Optional[dict], collectives) -> List[BlockRecord]:
     """Each block's ops with their median times, scratch and gradients."""
@@ -311,20 +238,6 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms,
                                        collectives, rec.log)
         records.append(record)
     return records
-
-
-def _share_unpacking(records: List[BlockRecord], rerun: rerun_timing.RerunTimes,
-                     phase) -> None:
-    """Each op's checkpointed_bwd_ms: its bwd_ms plus a share of what
-    checkpoint's saved-tensor hooks add to a backward, by the number of
-    tensors the op's backward reads (rerun_timing.py)."""
-    added_ms = max(0.0, statistics.median(rerun.backward_ms)
-                   - statistics.median(phase["backward"]))
-    reads = sum(len(op.backward_needs) for r in records for op in r.ops)
-    for r in records:
-        for op in r.ops:
-            op.checkpointed_bwd_ms = op.bwd_ms + (
-                added_ms * len(op.backward_needs) / reads if reads else 0.0)
 
 
 def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bool) -> dict:
@@ -437,9 +350,9 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     if rec.log.collectives is None:
         # Inside a process group the recorded step waits after every
         # collective (AllocationLog): its times are not a step's.
-        _add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
-    collectives = _time_ops(s, repeats, fwd_samples, bwd_samples, bar)
-    phase, block_ms = _time_plain_steps(s, repeats, bar)
+        timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
+    collectives = timed_passes.time_ops(s, repeats, fwd_samples, bwd_samples, bar)
+    phase, block_ms = timed_passes.time_plain_steps(s, repeats, bar)
     rerun = rerun_timing.time_rerun(
         s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
         [{op.id for op in t.ops if op.never_save} for t in rec.traces],
@@ -447,7 +360,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
 
     records = _block_records(s, rec, fwd_samples, bwd_samples, block_ms, rerun, parallel,
                              collectives)
-    _share_unpacking(records, rerun, phase)
+    timed_passes.share_unpacking(records, rerun, phase)
     config = model_fingerprint(model, found)
     config.update({"name": name or type(model).__name__, "device": s.device.type})
     config.update(stream_fingerprint(rec.traces[0].inputs))
