@@ -44,6 +44,28 @@ double BestTimeWithin(const std::vector<Outcome>& outcomes, int64_t budget) {
   return best;
 }
 
+// The solver's smallest peak and, at every budget where the brute-force
+// optimum changes, its plan's step time are brute force's.
+void ExpectMatchesBruteForce(const Model& model, const SolverOptions& options,
+                             uint32_t seed) {
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const std::vector<Outcome> outcomes = BruteForce(analyzed, options.semantics);
+  const Solver solver = *Solver::Create(analyzed, options);
+  int64_t min_peak = std::numeric_limits<int64_t>::max();
+  for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
+  ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
+  EXPECT_FALSE(solver.Solve(min_peak - 1).ok());
+  std::set<int64_t> budgets;
+  for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
+  for (const int64_t budget : budgets) {
+    const auto plan = solver.Solve(budget);
+    ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
+    EXPECT_LE(plan->result.peak_bytes, budget);
+    EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
+        << "seed " << seed << " budget " << budget;
+  }
+}
+
 struct ExactCase {
   Semantics semantics;
   int exhaustive_max_ops;
@@ -59,27 +81,10 @@ TEST_P(SolverExactTest, MatchesBruteForce) {
   for (uint32_t seed = 1; seed <= 12; ++seed) {
     Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
     if (param.torch_sac_costs) testing::AddTorchSacCosts(model, seed);
-    const AnalyzedModel analyzed = *AnalyzeModel(model);
-    const std::vector<Outcome> outcomes = BruteForce(analyzed, param.semantics);
     SolverOptions options;
     options.semantics = param.semantics;
     options.exhaustive_max_ops = param.exhaustive_max_ops;
-    const Solver solver = *Solver::Create(analyzed, options);
-
-    int64_t min_peak = std::numeric_limits<int64_t>::max();
-    for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
-    ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
-    EXPECT_FALSE(solver.Solve(min_peak - 1).ok());
-
-    std::set<int64_t> budgets;
-    for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
-    for (const int64_t budget : budgets) {
-      const auto plan = solver.Solve(budget);
-      ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
-      EXPECT_LE(plan->result.peak_bytes, budget);
-      EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
-          << "seed " << seed << " budget " << budget;
-    }
+    ExpectMatchesBruteForce(model, options, seed);
   }
 }
 
@@ -89,23 +94,9 @@ TEST(SolverTwoStreamTest, MatchesBruteForce) {
   for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
     for (uint32_t seed = 1; seed <= 4; ++seed) {
       const Model model = testing::RandomTwoStreamModel(2, 4, seed, seed % 2 == 0);
-      const AnalyzedModel analyzed = *AnalyzeModel(model);
-      const std::vector<Outcome> outcomes = BruteForce(analyzed, semantics);
       SolverOptions options;
       options.semantics = semantics;
-      const Solver solver = *Solver::Create(analyzed, options);
-      int64_t min_peak = std::numeric_limits<int64_t>::max();
-      for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
-      ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
-      std::set<int64_t> budgets;
-      for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
-      for (const int64_t budget : budgets) {
-        const auto plan = solver.Solve(budget);
-        ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
-        EXPECT_LE(plan->result.peak_bytes, budget);
-        EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
-            << "seed " << seed << " budget " << budget;
-      }
+      ExpectMatchesBruteForce(model, options, seed);
     }
   }
 }
