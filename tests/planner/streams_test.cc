@@ -95,7 +95,10 @@ TEST(StreamsTest, SimulatedPeakCountsEveryStreamPerBlock) {
 TEST(StreamsTest, ReRunRecomputesAnOutputOfAStreamThatEndsBeforeTheStop) {
   json doc = TwoStreamProfile(2);
   for (json& block : doc["blocks"]) std::swap(block["ops"][1], block["ops"][2]);
-  const AnalyzedModel model = *AnalyzeModel(ProfileFromJson(doc)->model);
+  // The analysis points into the model, so the profile must outlive it.
+  const auto profile = ProfileFromJson(doc);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const AnalyzedModel model = *AnalyzeModel(profile->model);
   const auto step =
       SimulateStep(model, std::vector<SaveMask>(2, SaveMask(4, false)), Semantics::kTorchSac);
   ASSERT_TRUE(step.ok()) << step.status();
