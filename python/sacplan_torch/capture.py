@@ -117,17 +117,21 @@ class _Step:
         sync(self.device)
         return time.perf_counter() if self.device.type == "cuda" else cpu_now()
 
-    def timed_step(self) -> float:
-        """Trains one step; returns its backward phase's ms (tick's clock)."""
+    def timed_step(self) -> Dict[str, float]:
+        """Trains one step; returns the ms of its forward, backward and
+        optimizer phases on tick's clock."""
+        t0 = self.tick()
         loss = self.loss()
-        begin = self.tick()
+        t1 = self.tick()
         loss.backward()
-        backward_ms = (self.tick() - begin) * 1e3
+        t2 = self.tick()
         del loss
         if self.optimizer is not None:
             self.optimizer.step()
+        t3 = self.tick()
         self.model.zero_grad(set_to_none=True)
-        return backward_ms
+        return {"forward": (t1 - t0) * 1e3, "backward": (t2 - t1) * 1e3,
+                "optimizer": (t3 - t2) * 1e3}
 
     def loss(self) -> torch.Tensor:
         return check_loss(self.step_fn(self.model))
@@ -356,7 +360,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     rerun = rerun_timing.time_rerun(
         s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
         [{op.id for op in t.ops if op.never_save} for t in rec.traces],
-        s.timed_step, repeats, bar.advance)
+        lambda: s.timed_step()["backward"], repeats, bar.advance)
 
     records = _block_records(s, rec, fwd_samples, bwd_samples, block_ms, rerun, parallel,
                              collectives)

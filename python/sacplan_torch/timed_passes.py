@@ -73,22 +73,11 @@ def time_plain_steps(s, repeats: int, bar: Progress):
             handles.append(module.register_forward_pre_hook(pre))
             handles.append(module.register_forward_hook(post))
         try:
-            t0 = s.tick()
-            loss = s.loss()
-            t1 = s.tick()
-            loss.backward()
-            t2 = s.tick()
-            if s.optimizer is not None:
-                s.optimizer.step()
-            t3 = s.tick()
-            s.model.zero_grad(set_to_none=True)
-            del loss
+            for name, ms in s.timed_step().items():
+                phase[name].append(ms)
         finally:
             for handle in handles:
                 handle.remove()
-        phase["forward"].append((t1 - t0) * 1e3)
-        phase["backward"].append((t2 - t1) * 1e3)
-        phase["optimizer"].append((t3 - t2) * 1e3)
         bar.advance("step times")
     return phase, block_ms
 
