@@ -62,13 +62,17 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
       a.tensors[t].needed_by_backward = true;
     }
     node.fwd_ms = op.fwd_ms;
-    node.checkpointed_fwd_extra_ms = op.checkpointed_fwd_ms.value_or(op.fwd_ms) - op.fwd_ms;
-    // Caching an output never makes a call cheaper; a measured saved
-    // forward below the unsaved one is noise, and reading it as such keeps
-    // "unsave what the re-run never reaches" (DropUselessSaves) exact.
+    // Checkpointing never makes a call cheaper than plain autograd, nor
+    // caching an output than not caching it: a measured time below the
+    // cheaper one is noise, read as equal. That keeps a plan's added time
+    // (TorchSacCheckpointMs) >= 0, and "unsave what the re-run never
+    // reaches" (DropUselessSaves) exact.
+    node.checkpointed_fwd_extra_ms =
+        std::max(op.checkpointed_fwd_ms.value_or(op.fwd_ms) - op.fwd_ms, 0.0);
     node.saved_fwd_extra_ms = std::max(op.saved_fwd_ms.value_or(op.fwd_ms) - op.fwd_ms,
                                        node.checkpointed_fwd_extra_ms);
-    node.checkpointed_bwd_extra_ms = op.checkpointed_bwd_ms.value_or(op.bwd_ms) - op.bwd_ms;
+    node.checkpointed_bwd_extra_ms =
+        std::max(op.checkpointed_bwd_ms.value_or(op.bwd_ms) - op.bwd_ms, 0.0);
     node.recompute_ms = op.recompute_ms.value_or(op.fwd_ms);
     node.replay_ms = op.replay_ms.value_or(0.0);
     node.bwd_ms = op.bwd_ms;
@@ -89,6 +93,13 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     a.bwd_ms += op.bwd_ms;
     a.ops.push_back(std::move(node));
     a.op_ids.push_back(op.id);
+  }
+  for (const Op& op : block.ops) {
+    for (const TensorInfo& out : op.outputs) {
+      if (!out.held_until.empty()) {
+        a.tensors[tensor_index.at(out.id)].held_until = a.FindOp(out.held_until);
+      }
+    }
   }
   for (int k = 0; k < a.op_count(); ++k) {
     if (a.ops[k].backward_needs.empty()) continue;

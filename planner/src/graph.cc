@@ -100,6 +100,32 @@ absl::Status CheckBlocksConnect(const std::vector<Block>& blocks) {
   return absl::OkStatus();
 }
 
+// held_until names an op of the block that runs no earlier than the
+// tensor's producer; block inputs have none (the block's caller holds them).
+absl::Status CheckHeldUntil(const Block& block) {
+  for (size_t i = 0; i < block.inputs.size(); ++i) {
+    if (!block.inputs[i].tensor.held_until.empty()) {
+      return Bad(block, absl::StrCat(".inputs[", i, "].held_until"),
+                 "only op outputs may give held_until");
+    }
+  }
+  std::map<std::string, size_t> position;
+  for (size_t k = 0; k < block.ops.size(); ++k) position[block.ops[k].id] = k;
+  for (size_t k = 0; k < block.ops.size(); ++k) {
+    for (size_t o = 0; o < block.ops[k].outputs.size(); ++o) {
+      const std::string& until = block.ops[k].outputs[o].held_until;
+      if (until.empty()) continue;
+      const auto found = position.find(until);
+      if (found == position.end() || found->second < k) {
+        return Bad(block, absl::StrCat(".ops[", k, "].outputs[", o, "].held_until"),
+                   absl::StrCat("'", until, "' is not an op of the block at or after '",
+                                block.ops[k].id, "'"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // One output per carried input, each a distinct tensor some op produces.
 absl::Status CheckOutputs(const Block& block, const std::set<std::string>& defined,
                           size_t carried) {
@@ -219,8 +245,8 @@ absl::Status ValidateBlock(const Block& block) {
                               "': workspace and param bytes must be >= 0"));
     }
   }
+  RETURN_IF_ERROR(CheckHeldUntil(block));
   return CheckOutputs(block, defined, carried);
-  return absl::OkStatus();
 }
 
 namespace {
@@ -254,8 +280,8 @@ absl::Status CheckTotals(const Model& model) {
   }
   const FixedMemory& f = model.fixed;
   for (int64_t bytes : {f.param_bytes, f.optimizer_state_bytes, f.nonblock_grad_bytes,
-                        f.embedding_grad_bytes, f.embedding_saved_bytes, f.head_bytes,
-                        f.fsdp_root_param_bytes,
+                        f.embedding_grad_bytes, f.embedding_saved_bytes,
+                        f.embedding_fwd_only_bytes, f.head_bytes, f.fsdp_root_param_bytes,
                         f.optimizer_step_bytes}) {
     add(bytes);
   }
@@ -299,8 +325,8 @@ absl::Status ValidateModel(const Model& model) {
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
       f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 ||
-      f.embedding_saved_bytes < 0 || f.head_bytes < 0 || f.optimizer_step_bytes < 0 ||
-      f.fsdp_root_param_bytes < 0) {
+      f.embedding_saved_bytes < 0 || f.embedding_fwd_only_bytes < 0 || f.head_bytes < 0 ||
+      f.optimizer_step_bytes < 0 || f.fsdp_root_param_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }
   if (f.head_fwd_only_bytes < 0 || f.head_fwd_only_bytes > f.head_bytes) {

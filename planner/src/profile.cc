@@ -32,12 +32,15 @@ absl::Status ReadTensor(const json& j, const std::string& path, TensorInfo& t) {
                                    {0, std::numeric_limits<int64_t>::max()}));
   RETURN_IF_ERROR(ReadString(j, "dtype", path, false, t.dtype));
   RETURN_IF_ERROR(ReadBool(j, "requires_grad", path, false, t.requires_grad));
+  RETURN_IF_ERROR(ReadString(j, "held_until", path, false, t.held_until));
   return absl::OkStatus();
 }
 
 json TensorToJson(const TensorInfo& t) {
-  return {{"id", t.id}, {"shape", t.shape}, {"dtype", t.dtype},
-          {"bytes", t.bytes}, {"requires_grad", t.requires_grad}};
+  json doc = {{"id", t.id}, {"shape", t.shape}, {"dtype", t.dtype},
+              {"bytes", t.bytes}, {"requires_grad", t.requires_grad}};
+  if (!t.held_until.empty()) doc["held_until"] = t.held_until;
+  return doc;
 }
 
 absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
@@ -183,6 +186,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"nonblock_grad_bytes", false, &f.nonblock_grad_bytes},
       {"embedding_grad_bytes", false, &f.embedding_grad_bytes},
       {"embedding_saved_bytes", false, &f.embedding_saved_bytes},
+      {"embedding_fwd_only_bytes", false, &f.embedding_fwd_only_bytes},
       {"head_bytes", false, &f.head_bytes},
       {"optimizer_step_bytes", false, &f.optimizer_step_bytes},
       {"head_fwd_only_bytes", false, &f.head_fwd_only_bytes},
@@ -310,6 +314,9 @@ json ProfileToJson(const Profile& p) {
   if (!p.model.parallel.single_rank()) doc["parallel"] = ParallelToJson(p.model.parallel);
   if (f.head_bwd_only_bytes > 0) {
     doc["fixed"]["head_bwd_only_bytes"] = f.head_bwd_only_bytes;
+  }
+  if (f.embedding_fwd_only_bytes > 0) {
+    doc["fixed"]["embedding_fwd_only_bytes"] = f.embedding_fwd_only_bytes;
   }
   if (f.fsdp_root_param_bytes > 0) {
     doc["fixed"]["fsdp_root_param_bytes"] = f.fsdp_root_param_bytes;

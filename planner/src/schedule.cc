@@ -103,7 +103,8 @@ SaveOutcome CheckpointedOutcome(const BlockAnalysis& block, const SaveMask& save
 }
 
 // Forward: every op once; an activation is freed after its last forward
-// reader unless it is kept for backward or handed to the next block. When
+// reader unless it is kept for backward or handed to the next block, or,
+// under torch-sac, the block's code holds it longer (held_until). When
 // the checkpoint frame dies with the forward, what it holds (saved ops'
 // outputs, the carried inputs) lives to the forward's end. Under autocast
 // (torch-sac) a cached weight cast outlives both: the cache frees it when
@@ -127,6 +128,7 @@ void LowerForward(const BlockAnalysis& block, const SaveMask& saved,
     }
     int last = node.consumers.empty() ? std::max(node.producer, 0)
                                       : node.consumers.back();
+    if (semantics == Semantics::kTorchSac) last = std::max(last, node.held_until);
     if (frame_dies_in_forward &&
         (node.carried_input || IsSaved(block, saved, node.producer))) {
       last = last_step;
@@ -233,7 +235,8 @@ void PlaceBackwardFrees(const BlockAnalysis& block, BlockSchedule& schedule,
 // settings), so a cached weight cast the re-run makes or pops stays in
 // autocast's cache until the re-run's outermost autocast context exits
 // (clear_autocast_cache), when the re-run ends: it dies after its last
-// reader or then, whichever is later.
+// reader or then, whichever is later. What the block's code holds
+// (held_until) lives at least until the re-run passes the op named.
 void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
                             BlockSchedule& schedule,
                             const std::vector<bool>& materialized) {
@@ -247,6 +250,17 @@ void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
     if (step.op == block.first_saving_op) frame_end = s;
     if (step.op == block.last_saving_op) rerun_end = s - 1;
   }
+  // The re-run is the block's code again: a tensor it holds until op k
+  // lives until the re-run has passed k, after the last re-run step at or
+  // before k (none: when it is made).
+  std::vector<int> rerun_step_through(block.op_count(), -1);
+  for (int s = 0; s < static_cast<int>(schedule.backward.size()); ++s) {
+    const ScheduleStep& step = schedule.backward[s];
+    if (step.kind == StepKind::kRecompute) rerun_step_through[step.op] = s;
+  }
+  for (int k = 1; k < block.op_count(); ++k) {
+    rerun_step_through[k] = std::max(rerun_step_through[k], rerun_step_through[k - 1]);
+  }
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
     if (node.shared_input) continue;
@@ -258,18 +272,20 @@ void PlaceCheckpointedFrees(const BlockAnalysis& block, const SaveMask& saved,
     const bool held = node.block_output && schedule.holds_output[node.stream];
     if (!held && !materialized[t]) continue;
     const int last_use = uses.last_use[t];
+    const int code_holds = node.held_until >= 0 ? rerun_step_through[node.held_until] : -1;
     const bool autocast_cached =
         !node.carried_input && block.ops[node.producer].autocast_cached;
     if (node.carried_input) {
       FreeAfter(schedule, frame_end, t);
     } else if (!IsSaved(block, saved, node.producer)) {
-      const int last = last_use >= 0 ? last_use : uses.produced_at[t];
+      const int last = std::max(last_use >= 0 ? last_use : uses.produced_at[t], code_holds);
       FreeAfter(schedule, autocast_cached ? std::max(last, rerun_end) : last, t);
     } else if (!TorchSacRerunReaches(block, node.producer)) {
       FreeAfter(schedule, frame_end, t);
     } else {
-      FreeAfter(schedule, autocast_cached ? std::max(last_use, rerun_end)
-                          : last_use >= 0 ? last_use : rerun_end, t);
+      const int last = autocast_cached ? std::max(last_use, rerun_end)
+                       : last_use >= 0 ? last_use : rerun_end;
+      FreeAfter(schedule, std::max(last, code_holds), t);
     }
   }
 }

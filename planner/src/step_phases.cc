@@ -13,6 +13,8 @@ std::vector<BufferId> StepPhases::Setup() {
     embedding_outputs.push_back(tracker_.Alloc(MemoryCategory::kKept, first.tensors[t].bytes));
   }
   embedding_saved_ = tracker_.Alloc(MemoryCategory::kKept, fixed.embedding_saved_bytes);
+  embedding_fwd_only_ =
+      tracker_.Alloc(MemoryCategory::kForwardLive, fixed.embedding_fwd_only_bytes);
   fsdp_root_ = tracker_.Alloc(MemoryCategory::kFsdpBuffers, fixed.fsdp_root_param_bytes);
   tracker_.Mark({Phase::kSetup, -1, ""}, clock_ms_);
   return embedding_outputs;
@@ -30,6 +32,7 @@ void StepPhases::HeadForward() {
   clock_ms_ += fixed.head_fwd_ms;
   tracker_.Mark({Phase::kHead, -1, "forward"}, clock_ms_);
   tracker_.Free(fwd_only);
+  tracker_.Free(embedding_fwd_only_);
 }
 
 std::vector<BufferId> StepPhases::HeadBackward(

@@ -22,7 +22,9 @@ class StepPhases {
   // Parameters and optimizer state, the shared inputs, the embeddings'
   // outputs (kept: the first block's carried inputs, one per stream), what
   // the embeddings save for their backward and, under FSDP, the root's
-  // unsharded parameters (both live until the embeddings' backward).
+  // unsharded parameters (both live until the embeddings' backward), and
+  // what they hold only through the forward (FixedMemory::
+  // embedding_fwd_only_bytes, freed at the end of HeadForward).
   // Returns the embeddings' output buffers: block 0's carried inputs.
   std::vector<BufferId> Setup();
   // Head and loss, forward then backward, in two calls: the step's
@@ -50,6 +52,7 @@ class StepPhases {
   MemoryTracker& tracker_;
   double& clock_ms_;
   BufferId embedding_saved_ = -1;
+  BufferId embedding_fwd_only_ = -1;
   BufferId fsdp_root_ = -1;
   BufferId shared_input_grads_ = -1;
   BufferId head_kept_ = -1;

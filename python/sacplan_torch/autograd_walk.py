@@ -5,7 +5,7 @@ parameter (resident anyway, not counted)."""
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -14,10 +14,11 @@ from .trace import BlockTrace
 
 
 def held_before_blocks(inputs: List[torch.Tensor], input_keys: set, resident: set,
-                       made_outside: set) -> int:
+                       made_outside: set) -> Tuple[int, set]:
     """Bytes the autograd graph behind block 0's inputs keeps for its
     backward, counting only storage the step itself made: held from
-    here until the embeddings' backward, after every block's."""
+    here until the embeddings' backward, after every block's. Also returns
+    the storage keys counted."""
     stack = [t.grad_fn for t in inputs if t.grad_fn is not None]
     seen, counted, total = set(), set(), 0
     while stack:
@@ -33,7 +34,7 @@ def held_before_blocks(inputs: List[torch.Tensor], input_keys: set, resident: se
             counted.add(key)
             total += saved.untyped_storage().nbytes()
         stack.extend(fn for fn, _ in node.next_functions)
-    return total
+    return total, counted
 
 
 def walk_block_nodes(trace: BlockTrace, outs: List[torch.Tensor],

@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from . import distributed, rerun_timing, timed_passes
+from . import code_holds, distributed, rerun_timing, timed_passes
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .clock import Clock, cpu_now
 from .errors import SacplanError
@@ -264,9 +264,19 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
     # - head_fwd_only_bytes, with the non-block parameter gradients, the last
     # block's outputs' gradients and the shared inputs' gradients, which are
     # taken out of the measured backward peak.
+    # Autocast's cache lets go of every weight cast made before the head
+    # (the embeddings' and the blocks') when the region ends with the loss:
+    # those that no backward keeps (in the recorded step, plain autograd)
+    # are freed there, and the head's backward starts from what was live
+    # less them, as StepPhases::HeadBackward does.
+    casts_before_head = rec.tracer.embedding_cast_bytes + sum(
+        o.bytes for t in rec.traces for op in t.ops if op.autocast_cached
+        for o in op.outputs
+        if not any(o.id in other.backward_needs for other in t.ops))
     head_forward = max(0, log.peak(end_label, "loss_end") - log.live(end_label))
     head_backward = max(0, log.peak("loss_end", head_end) - log.live(end_label)
-                        - nonblock_grad_bytes - last_out_bytes - shared_grad_bytes)
+                        + casts_before_head - nonblock_grad_bytes - last_out_bytes
+                        - shared_grad_bytes)
     head_bytes = max(head_forward, head_backward)
     blocks_fwd_ms = sum(op.fwd_ms for r in records for op in r.ops)
     blocks_bwd_ms = sum(op.bwd_ms for r in records for op in r.ops)
@@ -277,6 +287,7 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
         "nonblock_grad_bytes": nonblock_grad_bytes,
         "embedding_grad_bytes": rec.root_grads["embedding"] if fsdp else sum(rec.embedding_grads),
         "embedding_saved_bytes": rec.tracer.embedding_saved_bytes,
+        "embedding_fwd_only_bytes": rec.tracer.embedding_cast_bytes,
         "head_bytes": head_bytes,
         "head_fwd_only_bytes": head_bytes - head_backward,
         "head_bwd_only_bytes": head_bytes - head_forward,
@@ -308,10 +319,12 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     optimizer: stepped after each backward (its state and step are part of
       the profile); None trains without one.
     warmup, repeats: untimed steps first, then `repeats` timed steps (times
-      are medians). One more step records the graph and the allocations.
+      are medians). One more step records the graph and the allocations,
+      and one, every block checkpointed, when the blocks' code frees what
+      it makes (code_holds.py).
     sp: the sequence-parallel degree the blocks run at (their all-to-alls
       are ops of the block, captured like any other call).
-    The model trains for warmup + 1 + 4 * repeats steps: the last 2 * repeats
+    The model trains for warmup + 2 + 4 * repeats steps: the last 2 * repeats
     with every block checkpointed, to time what selective checkpointing
     costs per op (rerun_timing.py). Gradients are set to
     None after each step. Raises SacplanError for bad input; on error no file
@@ -340,7 +353,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         path = check_output_path(path)
     s = _Step(model, found, as_step(step), optimizer)
     fsdp = parallel is not None and parallel["fsdp"]
-    bar = Progress(warmup + 1 + 4 * repeats, progress)
+    bar = Progress(warmup + 2 + 4 * repeats, progress)
 
     for _ in range(warmup):
         s.finish(s.loss())
@@ -349,6 +362,8 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     rec = _record_step(s, fsdp)
     resolve_streams(rec.traces)
     bar.advance("graph")
+    code_holds.apply(rec.traces, code_holds.measure(s.found, lambda: s.finish(s.loss())))
+    bar.advance("tensor lifetimes")
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
     if rec.log.collectives is None:

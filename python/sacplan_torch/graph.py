@@ -16,10 +16,16 @@ class TensorRecord:
     shape: List[int]
     dtype: str
     requires_grad: bool
+    # The op after which the block's code frees it, when later than its
+    # last reader (code_holds.py). None: freed after its last reader.
+    held_until: Optional[str] = None
 
     def to_json(self) -> dict:
-        return {"id": self.id, "bytes": self.bytes, "shape": self.shape,
-                "dtype": self.dtype, "requires_grad": self.requires_grad}
+        doc = {"id": self.id, "bytes": self.bytes, "shape": self.shape,
+               "dtype": self.dtype, "requires_grad": self.requires_grad}
+        if self.held_until is not None:
+            doc["held_until"] = self.held_until
+        return doc
 
 
 @dataclasses.dataclass

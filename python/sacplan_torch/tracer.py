@@ -45,6 +45,13 @@ class Tracer(TorchDispatchMode):
         # graph before block 0 keeps of it (the embeddings' saved tensors).
         self.made_outside: set = set()
         self.embedding_saved_bytes = 0
+        # Low-precision casts of weights before block 0, as (storage,
+        # device type, dtype, bytes): those autocast caches and the
+        # embeddings' backward does not keep (embedding_cast_bytes, read at
+        # block 0's pre-hook, where autocast's state can be read) live until
+        # the step's autocast region ends.
+        self._early_casts: List[Tuple[object, str, torch.dtype, int]] = []
+        self.embedding_cast_bytes = 0
         self.namers = [OpNamer(module) for _, module in blocks]
         self.handles = []
         for i, (_, module) in enumerate(blocks):
@@ -101,9 +108,12 @@ class Tracer(TorchDispatchMode):
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
             if i == 0 and self.structure:
-                self.embedding_saved_bytes = held_before_blocks(
+                self.embedding_saved_bytes, saved = held_before_blocks(
                     [v for _, v in named if isinstance(v, torch.Tensor)], set(trace.input_ids),
                     self.resident, self.made_outside)
+                self.embedding_cast_bytes = sum(
+                    nbytes for key, device, dtype, nbytes in self._early_casts
+                    if trace.autocast_dtypes.get(device) == dtype and key not in saved)
             self.traces[i] = trace
             self.current = trace
         return hook
@@ -149,6 +159,10 @@ class Tracer(TorchDispatchMode):
             out = func(*args, **kwargs)
             if trace is None and self.structure and not self.backward_started:
                 self.made_outside.update(storage_key(t) for t in tensors_of(out))
+                if self.traces[0] is None and isinstance(out, torch.Tensor) and \
+                        is_autocast_cached(func, args, out, {out.device.type: out.dtype}):
+                    self._early_casts.append((storage_key(out), out.device.type, out.dtype,
+                                              out.untyped_storage().nbytes()))
             return out
         op_id = self.namers[trace.index].name(func)
         seq = torch._C._autograd._get_sequence_nr()

@@ -250,6 +250,34 @@ TEST(SimulateStepTest, EmbeddingSavedBytesRaiseABlockPhasePeakByExactlyThatMuch)
   EXPECT_EQ(after.timeline.back().total_bytes, before.timeline.back().total_bytes);
 }
 
+// What the embeddings hold only through the forward (autocast's casts of
+// their weights) is live at every forward moment and the head's forward,
+// and gone from the head's backward on.
+TEST(SimulateStepTest, EmbeddingForwardOnlyBytesAreHeldThroughTheHeadsForward) {
+  Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  const SimulateOptions timeline{.record_timeline = true};
+  const StepResult before = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                          Semantics::kTorchSac, timeline);
+  model.fixed.embedding_fwd_only_bytes = 700;
+  const StepResult after = *SimulateStep(*AnalyzeModel(model), {kNone, kNone},
+                                         Semantics::kTorchSac, timeline);
+  ASSERT_EQ(after.timeline.size(), before.timeline.size());
+  bool forward_seen = false;
+  bool backward_seen = false;
+  for (size_t i = 0; i < after.timeline.size(); ++i) {
+    const StepLocation& where = after.timeline[i].where;
+    const bool forward = where.phase == Phase::kSetup || where.phase == Phase::kForward ||
+                         (where.phase == Phase::kHead && where.op == "forward");
+    forward_seen |= where.phase == Phase::kForward;
+    backward_seen |= where.phase == Phase::kBackward;
+    EXPECT_EQ(after.timeline[i].total_bytes - before.timeline[i].total_bytes,
+              forward ? 700 : 0)
+        << PhaseName(where.phase) << " " << where.block << " " << where.op;
+  }
+  EXPECT_TRUE(forward_seen && backward_seen);
+  EXPECT_EQ(after.step_ms, before.step_ms);
+}
+
 // Head bytes held only in the head's forward are gone when the gradients
 // arrive: the head's backward moment drops by them, its forward moment
 // does not, and the step's time does not change.

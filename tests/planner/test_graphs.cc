@@ -112,6 +112,7 @@ Model RandomModel(int blocks, int ops, uint32_t seed, bool identical) {
   model.fixed.embedding_grad_bytes = 8 * (rng() % 40);
   model.fixed.head_bytes = 8 * (rng() % 6);
   model.fixed.embedding_saved_bytes = 8 * (seed % 5);
+  model.fixed.embedding_fwd_only_bytes = 8 * (seed % 4);
   // Every third model's head holds its bytes only in its forward, so that
   // the head's forward, not its backward, may be the head phase's peak.
   model.fixed.head_fwd_only_bytes = seed % 3 == 0 ? model.fixed.head_bytes : 0;

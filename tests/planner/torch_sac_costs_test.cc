@@ -4,6 +4,7 @@
 // that profiles without them cost what they did.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,31 @@ TEST(TorchSacCostsTest, CheckpointedBlockPaysItsForwardPolicyAndTheRerunItReache
   EXPECT_DOUBLE_EQ(CheckpointMs(model, {true, false, false}), 1.75 + 0.375 + 0.25);
   // act saved only costs its caching: the re-run never reaches it.
   EXPECT_DOUBLE_EQ(CheckpointMs(model, {false, true, false}), 1.75 + 0.375 + 7.0);
+}
+
+TEST(TorchSacCostsTest, CheckpointedTimesMeasuredBelowPlainOnesAreReadAsEqual) {
+  // Noise: every op's forward and backward inside checkpoint measured 2 ms
+  // below plain autograd's, and the re-run and the replays nearly free.
+  // Read as plain, what checkpointing adds never goes below 0 (a negative
+  // figure is what made `sacplan plan` refuse to write its own plan).
+  Model model = ChainWithCosts();
+  for (Block& block : model.blocks) {
+    for (Op& op : block.ops) {
+      op.checkpointed_fwd_ms = std::max(op.fwd_ms - 2.0, 0.0);
+      op.saved_fwd_ms = op.checkpointed_fwd_ms;
+      op.checkpointed_bwd_ms = std::max(op.bwd_ms - 2.0, 0.0);
+      op.recompute_ms = 0.0;
+      op.replay_ms = 0.0;
+    }
+  }
+  EXPECT_DOUBLE_EQ(CheckpointMs(model, {false, false, false}), 0.0);
+  EXPECT_DOUBLE_EQ(CheckpointMs(model, {true, false, false}), 0.0);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const std::vector<SaveMask> full(3, SaveMask{false, false, false});
+  absl::StatusOr<StepResult> step =
+      SimulateStep(analyzed, full, Semantics::kTorchSac, SimulateOptions());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_GE(step->recompute_ms, 0.0);
 }
 
 TEST(TorchSacCostsTest, ASavedForwardMeasuredCheaperThanAnUnsavedOneIsReadAsEqual) {

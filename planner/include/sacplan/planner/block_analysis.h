@@ -24,6 +24,9 @@ struct TensorNode {
   int stream = -1;               // carried inputs and block outputs: the stream
   bool needed_by_backward = false;  // some op's backward reads it
   std::vector<int> consumers;    // op indices reading it in forward, ascending
+  // The op after which the block's code lets go of it (TensorInfo::
+  // held_until); -1: none given.
+  int held_until = -1;
 };
 
 struct OpNode {

@@ -40,6 +40,12 @@ struct TensorInfo {
   std::string dtype;        // "bfloat16", "float32", ... (informational)
   int64_t bytes = 0;        // storage size; > 0
   bool requires_grad = true;  // false for non-differentiable outputs (stats)
+  // Op outputs only, optional: the id of an op of the same block after which
+  // the block's own (Python) code lets go of this tensor, when that is later
+  // than its last reader (a local variable still names it). Empty: freed
+  // after its last reader. torch-sac only (docs/memory_model.md, "Tensors
+  // the block's code holds").
+  std::string held_until;
 };
 
 struct BlockInput {
@@ -132,6 +138,11 @@ struct FixedMemory {
   // backward: live from before block 0's forward until the embeddings'
   // backward has run, after every block's backward.
   int64_t embedding_saved_bytes = 0;
+  // What the parts before block 0 hold only until the forward ends, not
+  // into the backward: autocast's cached casts of their weights (a text
+  // embedding's Linear(4096, d) weight in bf16), freed when the step's
+  // autocast region exits, after the head's forward.
+  int64_t embedding_fwd_only_bytes = 0;
   // Extra bytes held during the loss/head (logits, loss buffers) on top of the
   // last block's output.
   int64_t head_bytes = 0;
