@@ -8,7 +8,7 @@ import torch
 
 import sacplan_torch
 from sacplan_cli import plan
-from test_prediction import EXAMPLES
+from test_prediction import EXAMPLE_NAMES, EXAMPLES
 
 PLANS = ("none", "full", "attn_only", "torchtitan", "optimal")
 
@@ -20,7 +20,7 @@ def loss_and_grads(setup):
                            if p.grad is not None}
 
 
-@pytest.mark.parametrize("example", ["wan_block", "single_stream", "llama_block"])
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_plans_change_memory_not_gradients(example, tmp_path):
     def fresh():
         return sacplan_torch.load_setup(f"{EXAMPLES / example}.py:setup", size="small",

@@ -1,7 +1,7 @@
 """Predicted peak (sacplan simulate, torch-sac, on a captured profile) against
 the measured peak of real PyTorch training steps under the applied plan.
 
-Three example models (python/examples) at two sizes each, bf16 autocast with
+Five example models (python/examples) at two sizes each, bf16 autocast with
 fp32 master weights and AdamW, whole steps: none, full, attn_only,
 torchtitan and the optimal plan at two budgets. The issue's bar: within 3%,
 and the plans rank the same by measured and by predicted peak.
@@ -18,8 +18,8 @@ import sacplan_torch
 from sacplan_cli import check_predictions, plan_path, plans_for, simulate
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
-CASES = [(example, size) for example in ("wan_block", "single_stream", "llama_block")
-         for size in ("small", "large")]
+EXAMPLE_NAMES = ("wan_block", "single_stream", "llama_block", "flux_double_stream", "moe_block")
+CASES = [(example, size) for example in EXAMPLE_NAMES for size in ("small", "large")]
 TOLERANCE = 0.03
 
 
