@@ -234,9 +234,10 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms,
         if ops_ms > 0 and forward_ms > ops_ms:
             for op in trace.ops:
                 op.fwd_ms *= forward_ms / ops_ms
-        for op in trace.ops:
-            for field, samples in rerun.samples.items():
-                setattr(op, field, rerun_timing.median_of(samples[i], op.id))
+        for field in rerun.samples:
+            per_op = rerun.per_op_ms(field, i)
+            for op in trace.ops:
+                setattr(op, field, per_op.get(op.id))
         if parallel is not None and parallel["fsdp"]:
             record.fsdp = _fsdp_fields(s.found[i][1], trace.name, parallel["world_size"],
                                        collectives, rec.log)

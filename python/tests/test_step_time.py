@@ -28,11 +28,13 @@ from sacplan_torch.clock import cpu_now
 
 pytestmark = pytest.mark.fidelity
 
-# Issue 18 asks for 15%; checkpointed plans still measure up to 20% slower
-# than predicted in some runs on a shared 2-core machine (MoE small -16% to
-# -20%, the autocast double-stream block's partial plans -15% to -17%,
-# other runs within -14% to +12%): something checkpointing costs is not yet
-# modelled. Held to 25% until it is found.
+# Issue 18 asks for 15%. Two systematic causes are fixed (capture now
+# scales per-op medians to the median segment, and times checkpoint's own
+# work around a block); what is left moves every plan of a case together,
+# "none" included (a run: dropout large +15% to +23%, MoE large -7% to
+# -16%, the rest within -12% to +12%), which is this shared 2-core machine
+# running at another speed during the capture than during the steps, not
+# the model. Held to 25%.
 TOLERANCE = 0.25
 CASES = [(kind, size) for kind in ("flux", "moe", "dropout") for size in ("small", "large")]
 PASSES, STEPS, ROUNDS, ROUND_BUDGET_S = 2, 4, 3, 240
