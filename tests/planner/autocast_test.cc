@@ -20,6 +20,7 @@ namespace sacplan {
 namespace {
 
 using testing::MakeOp;
+using testing::LiveAt;
 using testing::Tensor;
 
 // x(200) -> w.cast (_to_copy of a weight, 2000 B, no graph input) ->
@@ -60,16 +61,6 @@ StepResult Simulate(const Model& graph, const std::vector<SaveMask>& masks,
   absl::StatusOr<StepResult> step = SimulateStep(model, masks, semantics, options);
   EXPECT_TRUE(step.ok()) << step.status();  // Check() passed
   return *step;
-}
-
-int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op) {
-  for (const TimelinePoint& point : step.timeline) {
-    if (point.where.phase == phase && point.where.block == block && point.where.op == op) {
-      return point.total_bytes;
-    }
-  }
-  ADD_FAILURE() << "no moment " << PhaseName(phase) << " " << block << " " << op;
-  return -1;
 }
 
 TEST(AutocastTest, CheckpointedBlocksHoldTheirCastsToTheEndOfTheForward) {

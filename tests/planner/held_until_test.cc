@@ -18,6 +18,7 @@ namespace sacplan {
 namespace {
 
 using testing::MakeOp;
+using testing::LiveAt;
 using testing::Tensor;
 
 // x(200) -> a (400) -> b (400, its backward reads nothing) -> c (400, reads
@@ -58,16 +59,6 @@ StepResult Simulate(const Model& graph, const SaveMask& mask, Semantics semantic
   absl::StatusOr<StepResult> step = SimulateStep(model, {mask, mask}, semantics, options);
   EXPECT_TRUE(step.ok()) << step.status();  // Check() passed
   return *step;
-}
-
-int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op) {
-  for (const TimelinePoint& point : step.timeline) {
-    if (point.where.phase == phase && point.where.block == block && point.where.op == op) {
-      return point.total_bytes;
-    }
-  }
-  ADD_FAILURE() << "no moment " << PhaseName(phase) << " " << block << " " << op;
-  return -1;
 }
 
 TEST(HeldUntilTest, TheForwardHoldsTheTensorUntilTheNamedOp) {

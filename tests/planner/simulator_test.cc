@@ -14,6 +14,8 @@
 namespace sacplan {
 namespace {
 
+using testing::LiveAt;
+
 const SaveMask kNone{true, true, true};
 const SaveMask kFull{false, false, false};
 
@@ -124,18 +126,6 @@ TEST(SimulateStepTest, EmbeddingGradientsComeAfterTheBlocks) {
   EXPECT_EQ(big.peak_bytes, 1000 + 5000 + 2 * 10 + 200);
   EXPECT_EQ(big.peak.phase, Phase::kHead);
   EXPECT_EQ(big.peak.op, "embedding backward");
-}
-
-// One moment of the step's timeline: live bytes after (phase, block, op).
-int64_t LiveAt(const StepResult& result, Phase phase, int block, const std::string& op) {
-  for (const TimelinePoint& point : result.timeline) {
-    if (point.where.phase == phase && point.where.block == block &&
-        point.where.op == op) {
-      return point.total_bytes;
-    }
-  }
-  ADD_FAILURE() << "no moment for block " << block << " " << op;
-  return -1;
 }
 
 // A chain block with scale (elementwise, 400 B, its backward reads nothing)

@@ -1,5 +1,7 @@
 #include "test_graphs.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
 
@@ -167,6 +169,16 @@ Model RandomTwoStreamModel(int blocks, int ops, uint32_t seed, bool identical) {
         plain.inputs[1].tensor.bytes);
   }
   return model;
+}
+
+int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op) {
+  for (const TimelinePoint& point : step.timeline) {
+    if (point.where.phase == phase && point.where.block == block && point.where.op == op) {
+      return point.total_bytes;
+    }
+  }
+  ADD_FAILURE() << "no moment " << PhaseName(phase) << " " << block << " " << op;
+  return -1;
 }
 
 }  // namespace sacplan::testing

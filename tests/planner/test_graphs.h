@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sacplan/planner/graph.h"
+#include "sacplan/planner/simulator.h"
 
 namespace sacplan::testing {
 
@@ -50,6 +51,10 @@ Block RandomTwoStreamBlock(int index, int ops, uint32_t seed, int64_t residual_b
 
 // RandomModel's fixed memory and head over RandomTwoStreamBlocks.
 Model RandomTwoStreamModel(int blocks, int ops, uint32_t seed, bool identical);
+
+// Live bytes after the moment (phase, block, op) of a step simulated with
+// record_timeline; a test failure and -1 when the timeline has no such moment.
+int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op);
 
 }  // namespace sacplan::testing
 
