@@ -22,22 +22,22 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-import torch
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 from .naming import OpNamer, is_named
-from .storage import StorageKey, storage_key, tensors_of, written_args
+from .storage import (StorageKey, fresh_outputs, output_id, storage_key, tensors_of,
+                      written_args)
 
 # Per block: tensor id -> the op after which its storage was freed.
 Holds = List[Dict[str, str]]
 
 
 class _Lifetimes(TorchDispatchMode):
-    """Names a block's calls as the tracer does (op `<id>`, outputs
-    `<id>.out`, `<id>.out1`, ...) and records when each output's storage
+    """Names a block's calls and their outputs as the tracer does
+    (OpNamer, storage.fresh_outputs, storage.output_id) and records when each output's storage
     dies: after the last op that made new storage before the death was seen."""
 
     def __init__(self, namer: OpNamer):
@@ -68,13 +68,10 @@ class _Lifetimes(TorchDispatchMode):
         # profile) at once: its death says nothing of any one of them.
         for key in written:
             self.live.pop(key, None)
-        fresh = [o for o in tensors_of(out) if storage_key(o) is not None and
-                 (storage_key(o) not in in_keys or storage_key(o) in written)]
-        for j, o in enumerate(fresh):
-            key = storage_key(o)
+        fresh = fresh_outputs(out, in_keys, written)
+        for j, (key, o) in enumerate(fresh):
             if key not in in_keys:
-                tensor_id = f"{op_id}.out" if j == 0 else f"{op_id}.out{j}"
-                self.live[key] = (tensor_id, StorageWeakRef(o.untyped_storage()))
+                self.live[key] = (output_id(op_id, j), StorageWeakRef(o.untyped_storage()))
         if fresh:
             self.last_op = op_id
         return out

@@ -34,6 +34,27 @@ def tensors_of(tree) -> List[torch.Tensor]:
     return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
+def fresh_outputs(out, in_keys: set, written: set, *excluded: set
+                  ) -> List[Tuple[StorageKey, torch.Tensor]]:
+    """The outputs of a call that are tensors of the profile, as (storage,
+    tensor), in order: new storage, or an input the call wrote in place (a
+    new version); not an alias of an input, nor storage in `excluded`."""
+    fresh = []
+    for o in tensors_of(out):
+        key = storage_key(o)
+        if key is None or any(key in keys for keys in excluded):
+            continue
+        if key in in_keys and key not in written:
+            continue
+        fresh.append((key, o))
+    return fresh
+
+
+def output_id(op_id: str, j: int) -> str:
+    """The id of the j-th fresh output of op `op_id`."""
+    return f"{op_id}.out" if j == 0 else f"{op_id}.out{j}"
+
+
 def written_args(func, args, kwargs) -> List[torch.Tensor]:
     """The tensor arguments an in-place or out= call writes."""
     written = []

@@ -21,7 +21,7 @@ from .graph import OpRecord, TensorRecord, dtype_name, op_kind
 from .memory import AllocationLog
 from .naming import (OpNamer, aten_name, autocast_cast_dtypes, is_autocast_cached,
                      is_collective, is_named, is_random)
-from .storage import storage_key, tensors_of, written_args
+from .storage import fresh_outputs, output_id, storage_key, tensors_of, written_args
 from .trace import BlockTrace
 
 
@@ -180,14 +180,7 @@ class Tracer(TorchDispatchMode):
         ins = tensors_of((args, kwargs))
         in_keys = {storage_key(t) for t in ins}
         written = {storage_key(t) for t in written_args(func, args, kwargs)}
-        fresh = []
-        for o in tensors_of(out):
-            key = storage_key(o)
-            if key is None or key in self.resident or key in trace.param_keys:
-                continue
-            if key in in_keys and key not in written:
-                continue  # a view or alias of an input: no new memory
-            fresh.append((key, o))
+        fresh = fresh_outputs(out, in_keys, written, self.resident, trace.param_keys)
         if not fresh:
             if node_seq is not None:
                 trace.op_of_node[node_seq] = None
@@ -226,7 +219,7 @@ class Tracer(TorchDispatchMode):
                 trace.ops[earlier].never_save = True
                 op.never_save = True
         for j, (key, o) in enumerate(fresh):
-            tensor_id = f"{op_id}.out" if j == 0 else f"{op_id}.out{j}"
+            tensor_id = output_id(op_id, j)
             op.outputs.append(TensorRecord(
                 id=tensor_id, bytes=o.untyped_storage().nbytes(), shape=list(o.shape),
                 dtype=dtype_name(o.dtype),

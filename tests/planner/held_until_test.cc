@@ -86,7 +86,7 @@ TEST(HeldUntilTest, TheRerunHoldsItUntilItPassesTheNamedOp) {
   EXPECT_EQ(LiveAt(held, Phase::kBackward, 1, "d"), LiveAt(freed, Phase::kBackward, 1, "d"));
 }
 
-TEST(HeldUntilTest, SavedTensorsAndSacplanSemanticsAreUnchanged) {
+TEST(HeldUntilTest, PlainAutogradHoldsItInTheForwardOnlyAndSacplanIgnoresIt) {
   // Plain autograd keeps a.out for nothing here but holds it to d all the
   // same: the forward moments differ, the backward ones do not.
   const StepResult held = Simulate(HoldModel(true), kNone, Semantics::kTorchSac);
