@@ -1,6 +1,8 @@
 // torch::autograd::Function wrappers: the fused forward kernels with the
 // fused backward kernels as their gradients, so that plain autograd (the
 // executor's reference) runs the same kernels as the executor.
+#include <optional>
+
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "libtorch/fused_ops.h"
@@ -11,13 +13,24 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::Function;
 using torch::autograd::variable_list;
+using OptionalTensor = std::optional<at::Tensor>;
+
+// Function::apply records the device of every at::Tensor argument, and an
+// undefined one has none (c10::Error "tensor does not have a device"), so
+// inputs that may be absent travel as std::optional, which apply skips.
+OptionalTensor IfDefined(const at::Tensor& t) {
+  return t.defined() ? OptionalTensor(t) : std::nullopt;
+}
+at::Tensor OrUndefined(const OptionalTensor& t) { return t.value_or(at::Tensor()); }
 
 class LayerNormModulateFunction : public Function<LayerNormModulateFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x,
-                               const at::Tensor& weight, const at::Tensor& bias,
-                               const at::Tensor& shift, const at::Tensor& scale, double eps,
-                               at::ScalarType y_dtype) {
+                               const OptionalTensor& weight_in, const OptionalTensor& bias_in,
+                               const OptionalTensor& shift_in, const OptionalTensor& scale_in,
+                               double eps, at::ScalarType y_dtype) {
+    const at::Tensor weight = OrUndefined(weight_in), bias = OrUndefined(bias_in),
+                     shift = OrUndefined(shift_in), scale = OrUndefined(scale_in);
     LayerNormModulateOut out =
         LayerNormModulateForward(x, weight, bias, shift, scale, eps, y_dtype);
     ctx->save_for_backward({x, out.stats, weight, bias, scale});
@@ -37,8 +50,9 @@ class LayerNormModulateFunction : public Function<LayerNormModulateFunction> {
 
 class RmsNormFunction : public Function<RmsNormFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            double eps, at::ScalarType y_dtype) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
+                            const OptionalTensor& weight_in, double eps, at::ScalarType y_dtype) {
+    const at::Tensor weight = OrUndefined(weight_in);
     ctx->save_for_backward({x, weight});
     ctx->saved_data["eps"] = eps;
     return RmsNormForward(x, weight, eps, y_dtype);
@@ -70,8 +84,9 @@ class RopeFunction : public Function<RopeFunction> {
 
 class GateResidualFunction : public Function<GateResidualFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+  static at::Tensor forward(AutogradContext* ctx, const OptionalTensor& x_in, const at::Tensor& y,
                             const at::Tensor& gate, at::ScalarType out_dtype) {
+    const at::Tensor x = OrUndefined(x_in);
     ctx->save_for_backward({y, gate});
     ctx->saved_data["has_x"] = x.defined();
     return GateResidualForward(x, y, gate, out_dtype);
@@ -101,12 +116,13 @@ std::vector<at::Tensor> LayerNormModulate(const at::Tensor& x, const at::Tensor&
                                           const at::Tensor& bias, const at::Tensor& shift,
                                           const at::Tensor& scale, double eps,
                                           at::ScalarType y_dtype) {
-  return LayerNormModulateFunction::apply(x, weight, bias, shift, scale, eps, y_dtype);
+  return LayerNormModulateFunction::apply(x, IfDefined(weight), IfDefined(bias), IfDefined(shift),
+                                          IfDefined(scale), eps, y_dtype);
 }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps,
                    at::ScalarType y_dtype) {
-  return RmsNormFunction::apply(x, weight, eps, y_dtype);
+  return RmsNormFunction::apply(x, IfDefined(weight), eps, y_dtype);
 }
 
 at::Tensor Rope(const at::Tensor& x, const at::Tensor& freqs, int64_t heads,
@@ -116,7 +132,7 @@ at::Tensor Rope(const at::Tensor& x, const at::Tensor& freqs, int64_t heads,
 
 at::Tensor GateResidual(const at::Tensor& x, const at::Tensor& y, const at::Tensor& gate,
                         at::ScalarType out_dtype) {
-  return GateResidualFunction::apply(x, y, gate, out_dtype);
+  return GateResidualFunction::apply(IfDefined(x), y, gate, out_dtype);
 }
 
 at::Tensor GeluTanh(const at::Tensor& x) { return GeluTanhFunction::apply(x); }
