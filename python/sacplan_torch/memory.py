@@ -25,6 +25,10 @@ from .errors import SacplanError
 
 # Sentinel sizes: large primes plus a mark index, far from any tensor size a
 # model allocates (those are multiples of an element size times a shape).
+# Sentinels live in host memory whatever the device: CUDA's caching
+# allocator reports block sizes rounded to 512 bytes, which would merge
+# neighbouring marks; host and device allocations share the profiler's
+# clock, so a host sentinel still places its mark among device allocations.
 _SENTINEL_BASE = 999_983
 
 
@@ -99,7 +103,7 @@ class AllocationLog:
             raise SacplanError(f"internal: mark '{label}' set twice")
         size = _SENTINEL_BASE + 16 * len(self._labels)
         self._labels.append(label)
-        sentinel = torch.empty(size, dtype=torch.uint8, device=self.device)
+        sentinel = torch.empty(size, dtype=torch.uint8)
         del sentinel
 
     def __exit__(self, *exc) -> None:
@@ -110,20 +114,23 @@ class AllocationLog:
             return
         wanted = "CPU" if self.device.type == "cpu" else "CUDA"
         events = [e for e in self._profiler.profiler.kineto_results.events()
-                  if e.name() == "[memory]" and str(e.device_type()).endswith(wanted)]
+                  if e.name() == "[memory]"]
         events.sort(key=lambda e: e.start_ns())
         sentinel_label = {_SENTINEL_BASE + 16 * i: label for i, label in enumerate(self._labels)}
         pending_free = set()
         for e in events:
             nbytes = e.nbytes()
-            if nbytes > 0 and nbytes in sentinel_label and sentinel_label[nbytes] not in self._mark_pos:
-                self._mark_pos[sentinel_label[nbytes]] = len(self._deltas)
-                pending_free.add(nbytes)
-                continue
-            if nbytes < 0 and -nbytes in pending_free:
-                pending_free.discard(-nbytes)
-                continue
-            self._deltas.append(nbytes)
+            device = str(e.device_type())
+            if device.endswith("CPU"):
+                if nbytes > 0 and nbytes in sentinel_label and sentinel_label[nbytes] not in self._mark_pos:
+                    self._mark_pos[sentinel_label[nbytes]] = len(self._deltas)
+                    pending_free.add(nbytes)
+                    continue
+                if nbytes < 0 and -nbytes in pending_free:
+                    pending_free.discard(-nbytes)
+                    continue
+            if device.endswith(wanted):
+                self._deltas.append(nbytes)
         missing = [label for label in self._labels if label not in self._mark_pos]
         if missing:
             raise SacplanError(f"the profiler recorded no allocation for mark(s) {missing}")
