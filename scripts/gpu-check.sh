@@ -2,16 +2,20 @@
 # Everything sacplan can only check on a GPU, in one command, with a JSON
 # summary (docs/gpu.md says how to read it):
 #  1. builds with CUDA (preset "default", CUPTI profiler on) and checks that
-#     the CUDA profiler was built;
-#  2. profiles wan2.1-1.3b with --device cuda at a reduced size and at the
+#     the CUDA profiler was built, or takes a build staged elsewhere by
+#     scripts/gpu-bundle.sh (SACPLAN_GPU_CHECK_PREBUILT);
+#  2. the kernels' parity with ATen and the CUDA profiler's tests (ctest -L
+#     gpu) and the kernels' speed-up (bench_kernels), or "not built" when
+#     this build has none: short, so they run before the long steps;
+#  3. the PyTorch bridge on CUDA (scripts/gpu_bridge_check.py): capture,
+#     plans, apply, allocated and reserved peaks and step time;
+#  4. profiles wan2.1-1.3b with --device cuda at a reduced size and at the
 #     full 72,000 tokens (77 frames at 720x1280);
-#  3. plans none, full and attn_only from the full profile and trains a few
+#  5. plans none, full and attn_only from the full profile and trains a few
 #     steps under each; then plans the optimal plan at attn_only's measured
 #     peak and trains under it; predicted beside measured for allocated
 #     peak, reserved peak and step time;
-#  4. the kernels' parity with ATen (ctest -L gpu) and speed-up
-#     (bench_kernels), or "not built" when this build has none;
-#  5. the CUPTI overhead on step time: attn_only trained again while CUPTI
+#  6. the CUPTI overhead on step time: attn_only trained again while CUPTI
 #     collects (train --cupti).
 # Without a GPU it says so in one line on stderr and exits 2, before
 # building or writing anything.
@@ -27,6 +31,9 @@
 #   SACPLAN_GPU_CHECK_TOKENS  tokens of the reduced profile (default 9000)
 #   SACPLAN_GPU_CHECK_STEPS   training steps per plan (default 5)
 #   SACPLAN_GPU_CHECK_JOBS    build jobs (default: all cores)
+#   SACPLAN_GPU_CHECK_PREBUILT  a folder made by scripts/gpu-bundle.sh: run its
+#                             programs instead of building (for a machine
+#                             with PyTorch and CUDA but no build dependencies)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,7 +54,7 @@ out="${SACPLAN_GPU_CHECK_DIR:-out/gpu-check}"
 tokens="${SACPLAN_GPU_CHECK_TOKENS:-9000}"
 steps="${SACPLAN_GPU_CHECK_STEPS:-5}"
 jobs="${SACPLAN_GPU_CHECK_JOBS:-$(nproc)}"
-build=build
+build="${SACPLAN_GPU_CHECK_PREBUILT:-build}"
 sacplan="$build/cli/sacplan"
 mkdir -p "$out/logs"
 : >"$out/steps.tsv"
@@ -76,9 +83,21 @@ skip() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
   >"$out/device.txt" 2>&1
 
-# 1. Build with CUDA.
+# 1. Build with CUDA, or take the staged build with the libraries it
+# carries, LibTorch's and CUDA's from python3's torch, and the toolkit's.
 built=0
-if run configure cmake --preset default -DSACPLAN_WITH_CUPTI=ON; then
+if [ -n "${SACPLAN_GPU_CHECK_PREBUILT:-}" ]; then
+  found_libs=$(python3 -c '
+import glob, os, torch
+lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+dirs = [lib] + sorted(glob.glob(os.path.join(lib, "..", "..", "nvidia", "*", "lib")))
+dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/extras/CUPTI/lib64"]
+print(":".join(d for d in dirs if os.path.isdir(d)))')
+  export LD_LIBRARY_PATH="$(cd "$build" && pwd)/lib:$found_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Each staged program must find every library it loads.
+  missing() { ! ldd "$build"/cli/* "$build"/tests/*/*_test "$build"/bench/* | grep "not found"; }
+  run prebuilt missing && built=1
+elif run configure cmake --preset default -DSACPLAN_WITH_CUPTI=ON; then
   if grep -q "CUDA profiler (CUPTI) built" "$out/logs/configure.log"; then
     run build cmake --build --preset default -j "$jobs" && built=1
   else
@@ -90,14 +109,38 @@ fi
 wan=(--model wan2.1-1.3b)
 full=(--frames 77 --height 720 --width 1280)
 if [ "$built" -eq 1 ]; then
-  # 2. Profiles on the GPU.
+  # 2. The tests that need a GPU (ctest label gpu: the kernels' parity with
+  # ATen, the CUDA profiler's own) and the kernels' benchmark. A staged
+  # build has no ctest files: its test programs run directly, each writing
+  # its own JUnit file.
+  if [ -f "$build/CTestTestfile.cmake" ]; then
+    run gpu_tests ctest --test-dir "$build" -L gpu --output-on-failure \
+      --output-junit "$PWD/$out/gpu_tests.xml"
+  else
+    for test_program in "$build"/tests/*/*_test; do
+      name=$(basename "$test_program")
+      run "gpu_tests_${name#sacplan_}" "$test_program" \
+        --gtest_output="xml:$out/gpu_tests_${name#sacplan_}.xml"
+    done
+  fi
+  if [ -x "$build/bench/bench_kernels" ]; then
+    run kernel_bench "$build/bench/bench_kernels" --benchmark_format=json \
+      --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json
+  else
+    skip kernel_bench "not built"
+  fi
+
+  # 3. The PyTorch bridge on CUDA.
+  run bridge python3 scripts/gpu_bridge_check.py --sacplan "$sacplan" --out "$out"
+
+  # 4. Profiles on the GPU.
   run profile_reduced "$sacplan" profile "${wan[@]}" --tokens "$tokens" \
     --device cuda -o "$out/profile_reduced.json"
   profiled=0
   run profile_full "$sacplan" profile "${wan[@]}" "${full[@]}" --device cuda \
     -o "$out/profile_full.json" && profiled=1
 
-  # 3. Train under the presets, then the optimal plan at attn_only's peak.
+  # 5. Train under the presets, then the optimal plan at attn_only's peak.
   if [ "$profiled" -eq 1 ]; then
     for preset in none full attn_only; do
       run "plan_$preset" "$sacplan" plan --profile "$out/profile_full.json" \
@@ -112,7 +155,7 @@ if [ "$built" -eq 1 ]; then
         --budget "$budget" -o "$out/plan_optimal.json" &&
         run train_optimal "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
           --plan "$out/plan_optimal.json" --steps "$steps" --log "$out/run_optimal.json"
-      # 5. The same attn_only run while CUPTI collects.
+      # 6. The same attn_only run while CUPTI collects.
       run train_attn_only_cupti "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
         --cupti --plan "$out/plan_attn_only.json" --steps "$steps" \
         --log "$out/run_attn_only_cupti.json"
@@ -122,17 +165,6 @@ if [ "$built" -eq 1 ]; then
     fi
   else
     skip training "no full-size profile"
-  fi
-
-  # 4. The tests that need a GPU (ctest label gpu: the kernels' parity with
-  # ATen, the CUDA profiler's own) and the kernels' benchmark.
-  run gpu_tests ctest --test-dir "$build" -L gpu --output-on-failure \
-    --output-junit "$PWD/$out/gpu_tests.xml"
-  if [ -x "$build/bench/bench_kernels" ]; then
-    run kernel_bench "$build/bench/bench_kernels" --benchmark_format=json \
-      --benchmark_out="$out/bench_kernels.json" --benchmark_out_format=json
-  else
-    skip kernel_bench "not built"
   fi
 else
   skip everything_else "the build failed"

@@ -11,6 +11,7 @@ is reported as missing, so a partial run still gives a valid summary. With
 step passed (a step that ran out of GPU memory counts as a result, not a
 failure), 1 otherwise. Format: docs/gpu.md.
 """
+import glob
 import json
 import os
 import re
@@ -112,14 +113,25 @@ def training_summary(out, steps):
     return training
 
 
+def test_name(case):
+    """Suite.Test: ctest's JUnit names a case so; GoogleTest's own XML puts
+    the suite in classname."""
+    name, suite = case.get("name"), case.get("classname")
+    return name if "." in name or not suite or suite == name else f"{suite}.{name}"
+
+
 def gpu_test_results(out):
-    """{test name: passed} from ctest's JUnit file; {} when there is none."""
-    try:
-        root = ElementTree.parse(os.path.join(out, "gpu_tests.xml")).getroot()
-    except (OSError, ElementTree.ParseError):
-        return {}
-    return {case.get("name"): case.find("failure") is None and case.get("status") != "fail"
-            for case in root.iter("testcase")}
+    """{test name: passed} from ctest's JUnit file (gpu_tests.xml) or the
+    test programs' own (gpu_tests_*.xml, a staged build); {} when none."""
+    results = {}
+    for path in sorted(glob.glob(os.path.join(out, "gpu_tests*.xml"))):
+        try:
+            root = ElementTree.parse(path).getroot()
+        except (OSError, ElementTree.ParseError):
+            continue
+        results.update({test_name(case): case.find("failure") is None
+                        and case.get("status") != "fail" for case in root.iter("testcase")})
+    return results
 
 
 def kernels_summary(out, steps):
@@ -185,6 +197,15 @@ def print_table(summary):
           ("-" if overhead is None else f"{100 * overhead:+.1f}%"))
     print(f"  kernels: parity {json.dumps(summary['kernels']['parity'])}; speed-up "
           f"{json.dumps(summary['kernels']['speedup'].get('speedups') if isinstance(summary['kernels']['speedup'], dict) else summary['kernels']['speedup'])}")
+    bridge = (summary["bridge"] or {}).get("plans", {})
+    for name, b in bridge.items():
+        cells = []
+        for key, label, unit in (("peak_bytes", "allocated peak", "bytes"),
+                                 ("reserved_peak_bytes", "reserved peak", "bytes"),
+                                 ("step_ms", "step", "ms")):
+            cells.append(f"{label} {fmt(b['predicted'][key], unit)} predicted / "
+                         f"{fmt(b['measured'][key], unit)} measured")
+        print(f"  bridge {name:9s} " + "; ".join(cells))
     failed = [n for n, s in summary["steps"].items() if s["status"] == "failed"]
     if failed:
         print(f"  failed: {', '.join(failed)}")
@@ -211,6 +232,7 @@ def main(argv):
         "training": training_summary(out, steps),
         "kernels": kernels_summary(out, steps),
         "cupti_overhead": cupti_overhead(out),
+        "bridge": load(os.path.join(out, "bridge.json")),
         "cuda_profiler_tests": {name: ok for name, ok in gpu_test_results(out).items()
                                 if name.startswith("CudaProfilerTest.")},
     }

@@ -49,6 +49,10 @@ SIZES = {
     # (tests/test_capture_scale.py: capture time and identical op lists).
     "1.3b-shape": dict(dim=1536, ffn=8960, heads=12, layers=30, batch=1,
                        frames=1, height=8, width=8, text_tokens=16),  # 16 tokens
+    # Wan2.1-1.3B's blocks at a GPU's token count, six of them
+    # (scripts/gpu_bridge_check.py, run by scripts/gpu-check.sh).
+    "gpu": dict(dim=1536, ffn=8960, heads=12, layers=6, batch=1,
+                frames=8, height=64, width=64, text_tokens=512),     # 8192 tokens
 }
 
 IN_CHANNELS = 16      # Wan's VAE latent channels

@@ -1,0 +1,134 @@
+"""The PyTorch bridge on a GPU, for scripts/gpu-check.sh (docs/gpu.md).
+
+Captures an example model with sacplan_torch (op times from CUDA events),
+plans none, full and attn_only with `sacplan plan --semantics torch-sac`,
+then the optimal plan at the budget halfway between none's and full's
+predicted peaks, applies each plan to a fresh copy of the model and trains
+a few steps under it. Writes OUT/bridge.json: per plan, the predicted
+allocated peak, reserved peak and step time beside the measured
+max_memory_allocated, max_memory_reserved and CUDA step time.
+
+    python3 scripts/gpu_bridge_check.py --sacplan build/cli/sacplan \
+        --out out/gpu-check [--setup FILE.py:FUNCTION] [--arg KEY=VALUE ...]
+
+--device cpu runs the same on the CPU (no reserved peak there), which is
+how the script is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+import sacplan_torch  # noqa: E402
+from sacplan_torch.__main__ import _parse_args  # noqa: E402
+from sacplan_torch.setup_spec import load_setup  # noqa: E402
+
+PRESETS = ("none", "full", "attn_only")
+
+
+def plan(sacplan: str, profile: str, out: str, *extra: str) -> dict:
+    subprocess.run([sacplan, "plan", "--profile", profile, "--semantics", "torch-sac",
+                    "-o", out, *extra], check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)
+
+
+def measure(ns, plan_doc: dict) -> dict:
+    """Trains ns.steps steps of a fresh model under the plan."""
+    setup = load_setup(ns.setup, **ns.kwargs)
+    sacplan_torch.apply_plan(setup.model, plan_doc, blocks=setup.blocks,
+                             model_name=setup.name)
+    optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
+    cuda = ns.device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    result = sacplan_torch.measure_peak(setup.model, setup.step, optimizer=optimizer,
+                                        steps=ns.steps)
+    measured = {"peak_bytes": result.peak_bytes,
+                "reserved_peak_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+                "step_ms": result.step_ms}
+    first_loss = result.losses[0]
+    del setup, optimizer, result
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return {"measured": measured, "first_loss": first_loss}
+
+
+def ratio(measured, predicted):
+    if measured is None or not predicted:
+        return None
+    return measured / predicted - 1.0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sacplan", required=True, help="the sacplan binary")
+    parser.add_argument("--out", required=True, help="folder for bridge.json and its files")
+    parser.add_argument("--setup", default=os.path.join(REPO, "python/examples/wan_block.py")
+                        + ":setup")
+    parser.add_argument("--arg", action="append", default=None, metavar="KEY=VALUE",
+                        help="setup argument (default: size=gpu)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=3)
+    ns = parser.parse_args(argv)
+    ns.kwargs = _parse_args(ns.arg or ["size=gpu"])
+    ns.kwargs["device"] = ns.device
+    os.makedirs(ns.out, exist_ok=True)
+    profile = os.path.join(ns.out, "bridge_profile.json")
+
+    setup = load_setup(ns.setup, **ns.kwargs)
+    optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
+    start = time.perf_counter()
+    sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks, optimizer=optimizer,
+                          path=profile, name=setup.name)
+    capture_s = time.perf_counter() - start
+    del setup, optimizer
+    gc.collect()
+    if ns.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+    plans = {name: plan(ns.sacplan, profile, os.path.join(ns.out, f"bridge_plan_{name}.json"),
+                        "--preset", name) for name in PRESETS}
+    budget = (plans["none"]["predicted"]["peak_bytes"]
+              + plans["full"]["predicted"]["peak_bytes"]) // 2
+    plans["optimal"] = plan(ns.sacplan, profile, os.path.join(ns.out, "bridge_plan_optimal.json"),
+                            "--budget", str(budget))
+
+    report = {"schema": "sacplan.gpu-bridge/1", "setup": ns.setup, "args": ns.kwargs,
+              "device": torch.cuda.get_device_name() if ns.device.startswith("cuda")
+              else "cpu", "capture_s": capture_s, "optimal_budget_bytes": budget,
+              "plans": {}}
+    for name, doc in plans.items():
+        predicted = {key: doc["predicted"].get(key)
+                     for key in ("peak_bytes", "reserved_peak_bytes", "step_ms")}
+        entry = {"predicted": predicted, **measure(ns, doc)}
+        entry["error"] = {key: ratio(entry["measured"][key], predicted[key])
+                          for key in predicted}
+        report["plans"][name] = entry
+        with open(os.path.join(ns.out, "bridge.json"), "w") as f:
+            json.dump(report, f, indent=2)
+        err = entry["error"]
+        print(f"bridge {name:9s} peak {entry['measured']['peak_bytes'] / 1e9:7.3f} GB "
+              f"({err['peak_bytes']:+.2%})  reserved "
+              + (f"{err['reserved_peak_bytes']:+.2%}" if err["reserved_peak_bytes"] is not None
+                 else "n/a")
+              + f"  step {entry['measured']['step_ms']:8.2f} ms ({err['step_ms']:+.2%})",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
