@@ -129,6 +129,26 @@ TEST_P(FusedGpuTest, GeluTanh) {
   EXPECT_LT(RelErr(x.grad(), rx), tol());
 }
 
+// The 16-byte path's edges: an element count that leaves a scalar tail,
+// and a view one element past an aligned address (scalar all the way).
+TEST_P(FusedGpuTest, GeluTanhTailAndUnalignedViews) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t kNumel = 8963;  // not a multiple of 8 or 4
+  for (int64_t offset : {0, 1}) {
+    SCOPED_TRACE(offset);
+    const at::Tensor base = (Randn({kNumel + 1}, 43) * 3.0).to(at::kCUDA, GetParam().type);
+    at::Tensor x = base.narrow(0, offset, kNumel).detach().requires_grad_(true);
+    const at::Tensor gy = Randn({kNumel}, 44).to(at::kCUDA, GetParam().type);
+    at::Tensor ref = at::gelu(x, "tanh");
+    ref.backward(gy);
+    const at::Tensor rx = Grad(x);
+    at::Tensor y = GeluTanh(x);
+    y.backward(gy);
+    EXPECT_LT(RelErr(y, ref), tol());
+    EXPECT_LT(RelErr(x.grad(), rx), tol());
+  }
+}
+
 // A whole wan-tiny model on the GPU with --kernels fused against the same
 // model (same seed) with ATen's ops: loss and every parameter gradient of
 // plain autograd agree, so the fused ops are drop-in replacements.
