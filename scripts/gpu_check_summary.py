@@ -149,14 +149,14 @@ def kernels_summary(out, steps):
         speed = "not built" if steps.get("kernel_bench", {}).get("status") in (None, "skipped") \
             else {"status": steps["kernel_bench"]["status"]}
     else:
-        times = {b["name"]: b.get("real_time") for b in bench.get("benchmarks", [])
-                 if b.get("run_type", "iteration") == "iteration"}
-        pairs = []
-        for name, fused in times.items():
-            aten_name = re.sub("fused", "aten", name, flags=re.IGNORECASE)
-            if aten_name != name and aten_name in times and fused:
-                pairs.append({"fused": name, "aten": aten_name,
-                              "speedup": times[aten_name] / fused})
+        # bench_kernels times both sides in one benchmark and reports them
+        # as counters (fused_ms, aten_ms, speedup = aten / fused).
+        runs = [b for b in bench.get("benchmarks", [])
+                if b.get("run_type", "iteration") == "iteration"]
+        times = {b["name"]: b.get("real_time") for b in runs}
+        pairs = [{"benchmark": b["name"].split("/iterations")[0], "fused_ms": b["fused_ms"],
+                  "aten_ms": b["aten_ms"], "speedup": b["speedup"]}
+                 for b in runs if all(key in b for key in ("fused_ms", "aten_ms", "speedup"))]
         speed = {"benchmarks": times, "speedups": pairs}
     return {"parity": parity_out, "speedup": speed}
 

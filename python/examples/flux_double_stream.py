@@ -53,6 +53,9 @@ SIZES = {
                   height=64, width=64, text_tokens=64),     # 1024 + 64 tokens
     "large": dict(dim=128, heads=4, mlp_hidden=512, layers=4, batch=1,
                   height=64, width=96, text_tokens=128),    # 1536 + 128 tokens
+    # A GPU's size (docs/gpu.md): 12 heads of 128, four blocks.
+    "gpu": dict(dim=1536, heads=12, mlp_hidden=6144, layers=4, batch=1,
+                height=128, width=128, text_tokens=512),    # 4096 + 512 tokens
 }
 IN_CHANNELS = 16
 PATCH_DIM = IN_CHANNELS * 4

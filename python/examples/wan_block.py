@@ -53,6 +53,8 @@ SIZES = {
     # (scripts/gpu_bridge_check.py, run by scripts/gpu-check.sh).
     "gpu": dict(dim=1536, ffn=8960, heads=12, layers=6, batch=1,
                 frames=8, height=64, width=64, text_tokens=512),     # 8192 tokens
+    "gpu-long": dict(dim=1536, ffn=8960, heads=12, layers=4, batch=1,
+                     frames=8, height=128, width=128, text_tokens=512),  # 32768 tokens
 }
 
 IN_CHANNELS = 16      # Wan's VAE latent channels

@@ -1,6 +1,7 @@
 """The host-side parts of scripts/gpu-check.sh: the bridge check
 (scripts/gpu_bridge_check.py, run here on the CPU) and the summary's
-reading of a staged build's GoogleTest XML and of bridge.json."""
+reading of a staged build's GoogleTest XML, of bench_kernels' counters
+and of bridge.json."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def test_summary_reads_gtest_xml_and_the_bridge(tmp_path):
         "predicted": {"peak_bytes": 100, "reserved_peak_bytes": 120, "step_ms": 2.0},
         "measured": {"peak_bytes": 101, "reserved_peak_bytes": 110, "step_ms": 2.5}}}}
     (tmp_path / "bridge.json").write_text(json.dumps(bridge))
+    bench = {"benchmarks": [{"name": "BM_Rope/72000/iterations:1/manual_time",
+                             "run_type": "iteration", "real_time": 0.69,
+                             "fused_ms": 0.69, "aten_ms": 2.61, "speedup": 3.78}]}
+    (tmp_path / "bench_kernels.json").write_text(json.dumps(bench))
     (tmp_path / "steps.tsv").write_text(
         f"gpu_tests_kernels_gpu_test\t1\t2\t{tmp_path}/k.log\nbridge\t0\t30\t{tmp_path}/b.log\n")
     done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check_summary.py"),
@@ -52,6 +57,8 @@ def test_summary_reads_gtest_xml_and_the_bridge(tmp_path):
     assert summary["kernels"]["parity"] == {"tests": 2,
                                             "failed": ["Dtypes/FusedGpuTest.Rope/bfloat16"]}
     assert summary["cuda_profiler_tests"] == {"CudaProfilerTest.TimesEveryOpFromItsKernels": True}
+    assert summary["kernels"]["speedup"]["speedups"] == [
+        {"benchmark": "BM_Rope/72000", "fused_ms": 0.69, "aten_ms": 2.61, "speedup": 3.78}]
     assert summary["bridge"]["plans"]["full"]["measured"]["peak_bytes"] == 101
     assert "bridge full" in done.stdout
 
