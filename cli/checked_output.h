@@ -25,7 +25,7 @@ absl::StatusOr<std::string> CheckedProfileText(const Profile& profile,
 // The same check, then an atomic write.
 absl::Status WriteProfileFile(const std::string& path, const Profile& profile);
 
-// plan.json for `plan`, once ReadPlanFile would accept it.
+// plan.json for `plan` and `autotune`, once ReadPlanFile would accept it.
 absl::Status WritePlanFile(const std::string& path, const Plan& plan,
                            const AnalyzedModel& model);
 

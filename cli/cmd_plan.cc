@@ -6,9 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "checked_output.h"
 #include "commands.h"
 #include "common.h"
+#include "sacplan/api/planning.h"
+#include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/make_plan.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
@@ -38,8 +39,6 @@ absl::Status RunPlan(const PlanFlags& flags) {
   ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
   ASSIGN_OR_RETURN(const BudgetKind budget_kind, ParseBudgetKind(flags.budget_kind));
   ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
-  const AnalyzedModel& model = loaded->analyzed;
-
   PlanRequest request;
   request.model_name = loaded->profile->model_name;
   request.model_config = loaded->profile->model_config;
@@ -47,27 +46,9 @@ absl::Status RunPlan(const PlanFlags& flags) {
   request.budget_bytes = budget_bytes;
   request.budget_kind = budget_kind;
   request.semantics = semantics;
-  ASSIGN_OR_RETURN(const MadePlan made, MakePlan(model, request));
-  const Plan& plan = made.plan;
-  const StepResult& result = made.result;
-  const AllocatorStats& reserved = made.reserved;
-  const std::string& method = plan.method;
-  RETURN_IF_ERROR(WritePlanFile(flags.output, plan, model));
-
-  std::cout << "plan: " << method << " for " << plan.model_name
-            << RanksNote(*model.model) << " ("
-            << SemanticsName(semantics) << " semantics)";
-  if (budget_bytes > 0) {
-    const int64_t capped = budget_kind == BudgetKind::kReserved
-                               ? reserved.reserved_peak_bytes
-                               : result.peak_bytes;
-    std::cout << ", " << BudgetKindName(budget_kind) << " budget "
-              << BytesForHumans(budget_bytes) << ": "
-              << (capped <= budget_bytes ? "fits" : "DOES NOT FIT");
-  }
-  std::cout << "\n"
-            << StepSummary(result) << ReservedSummary(reserved) << "wrote "
-            << flags.output << "\n";
+  ASSIGN_OR_RETURN(const api::PlanOutput out, api::MakePlanText(*loaded, request, flags.output));
+  RETURN_IF_ERROR(WriteFileAtomically(flags.output, out.plan_json));
+  std::cout << out.summary << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sacplan/api/planning.h"
 #include "sacplan/planner/caching_allocator.h"
 #include "sacplan/planner/profile.h"
 #include "sacplan/planner/schedule.h"
@@ -17,53 +18,34 @@
 
 namespace sacplan::cli {
 
-// A profile and its analysis. Heap-held because AnalyzedModel points into
-// profile->model, so the pair must not move apart.
-struct LoadedProfile {
-  std::unique_ptr<Profile> profile;
-  AnalyzedModel analyzed;
-};
+// The planning pieces the commands share live in the api library, which the
+// Python extension uses too (sacplan/api/planning.h).
+using api::BytesForHumans;
+using api::DescribeLocation;
+using api::kMaxFrontierPoints;
+using api::LoadedProfile;
+using api::RanksNote;
+using api::ReservedSummary;
+using api::SimulatePreset;
+using api::StepSummary;
 
 // Reads, validates and analyses a profile file. Errors name the file.
-absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(
-    const std::string& path);
+inline absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(const std::string& path) {
+  return api::LoadProfileFile(path);
+}
 
 // "--budget" text -> bytes; the error names the flag and the text.
-absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text);
+inline absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text) {
+  return api::ParseBudget(text, "--budget");
+}
 // "--semantics" text -> Semantics; the error lists the accepted names.
-absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text);
-
-// The most --points a frontier may try: each is a solve, and 1000 already
-// resolves the frontier far finer than a chart or a person can use.
-inline constexpr int kMaxFrontierPoints = 1000;
+inline absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
+  return api::ParseSemanticsText(text, "--semantics");
+}
 // "--points" must lie in [2, kMaxFrontierPoints]; the error names the flag.
-absl::Status CheckPointsFlag(int points);
-
-// Simulates a preset on the model; `masks` (optional) receives its save
-// masks. The error names the preset.
-absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
-                                          const std::string& preset,
-                                          Semantics semantics,
-                                          std::vector<SaveMask>* masks);
-
-// "26.80 GB" style peak plus the exact byte count, for error messages that
-// a user may paste back as --budget.
-std::string BytesForHumans(int64_t bytes);
-
-// Multi-line human summary of one simulated step (peak, where it happens,
-// times), each line prefixed by two spaces.
-std::string StepSummary(const StepResult& result);
-
-// One line, prefixed by two spaces: the reserved peak the caching-allocator
-// model predicts, with the allocated (block) peak beside it.
-std::string ReservedSummary(const AllocatorStats& stats);
-
-// ", per rank of 8 (FSDP, sequence parallel 8)" for a many-GPU profile,
-// "" for a single rank: what commands print beside the model's name.
-std::string RanksNote(const Model& model);
-
-// "forward" / "backward of block 29, op self_attn" style description.
-std::string DescribeLocation(const StepLocation& where);
+inline absl::Status CheckPointsFlag(int points) {
+  return api::CheckFrontierPoints(points, "--points");
+}
 
 }  // namespace sacplan::cli
 

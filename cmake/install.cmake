@@ -6,7 +6,7 @@ include(CMakePackageConfigHelpers)
 
 set(SACPLAN_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/sacplan)
 
-install(TARGETS sacplan_status sacplan_planner sacplan_models sacplan_profiler sacplan_reports
+install(TARGETS sacplan_status sacplan_planner sacplan_api sacplan_models sacplan_profiler sacplan_reports
                 sacplan_gpu_records
   EXPORT sacplanTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -17,6 +17,7 @@ install(EXPORT sacplanTargets NAMESPACE sacplan::
 install(DIRECTORY
   ${PROJECT_SOURCE_DIR}/status/include/
   ${PROJECT_SOURCE_DIR}/planner/include/
+  ${PROJECT_SOURCE_DIR}/api/include/
   ${PROJECT_SOURCE_DIR}/models/include/
   ${PROJECT_SOURCE_DIR}/profiler/include/
   ${PROJECT_SOURCE_DIR}/reports/include/

@@ -1,0 +1,123 @@
+// Planning in-process: what `sacplan plan`, `simulate --json`, `compare` and
+// `frontier` produce, as text, for the command line and the Python
+// extension (python/src/planner_module.cc) alike, so that both give the
+// same bytes. Pure C++ on the planner: no LibTorch, no CUDA, no files
+// written (callers write the text where they like).
+//
+// Errors are absl::Status with one line naming the problem; where a
+// profile or plan is at fault the line starts with its name (a path, or
+// what the caller passed as `name`).
+#ifndef SACPLAN_API_PLANNING_H_
+#define SACPLAN_API_PLANNING_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/make_plan.h"
+#include "sacplan/planner/plan.h"
+#include "sacplan/planner/profile.h"
+#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/simulator.h"
+
+namespace sacplan::api {
+
+// A profile and its analysis. Heap-held because AnalyzedModel points into
+// profile->model, so the pair must not move apart.
+struct LoadedProfile {
+  std::unique_ptr<Profile> profile;
+  AnalyzedModel analyzed;
+};
+
+// Reads, validates and analyses a profile file. Errors name the file.
+absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileFile(const std::string& path);
+// The same from profile.json text; errors name `name`.
+absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileText(const std::string& text,
+                                                               const std::string& name);
+// A plan from plan.json text; errors name `name`. (ReadPlanFile reads a file.)
+absl::StatusOr<Plan> LoadPlanText(const std::string& text, const std::string& name);
+
+// A budget such as "70GB", "29GiB", "512MiB" or a byte count; errors start
+// with `what` (the flag or argument name) and the text.
+absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view what);
+// "torch-sac" or "sacplan"; errors start with `what` and the text.
+absl::StatusOr<Semantics> ParseSemanticsText(const std::string& text, absl::string_view what);
+
+// Simulates a preset on the model; `masks` (optional) receives its save
+// masks. The error names the preset.
+absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
+                                          const std::string& preset, Semantics semantics,
+                                          std::vector<SaveMask>* masks);
+
+// plan.json text for `plan` once the plan reader accepts it; errors read
+// "cannot write <name>: ...".
+absl::StatusOr<std::string> CheckedPlanText(const Plan& plan, const AnalyzedModel& model,
+                                            const std::string& name);
+
+// `sacplan plan`: the plan.json text (as the reader accepts it; errors
+// read "cannot write <name>: ...") and the summary the command prints
+// before "wrote <path>".
+struct PlanOutput {
+  std::string plan_json;
+  std::string summary;
+};
+absl::StatusOr<PlanOutput> MakePlanText(const LoadedProfile& loaded, const PlanRequest& request,
+                                        const std::string& name);
+
+// `sacplan simulate`: the plan checked against the profile and replayed
+// under `semantics` (absent: the plan's own).
+struct Simulation {
+  Plan plan;
+  Semantics semantics = Semantics::kSacplan;
+  StepResult result;
+  AllocatorStats reserved;
+};
+absl::StatusOr<Simulation> Simulate(const LoadedProfile& loaded, const Plan& plan,
+                                    std::optional<Semantics> semantics,
+                                    const std::string& plan_name);
+// One line of JSON, as `simulate --json` prints it (without the newline).
+std::string SimulationJson(const Simulation& simulation);
+// The text `simulate` prints without --json.
+std::string SimulationText(const Simulation& simulation, const Model& model);
+
+// `sacplan compare`: the table it prints.
+absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t budget_bytes,
+                                        Semantics semantics);
+
+// `sacplan frontier`: frontier.json text (schema sacplan.frontier/1) and
+// the one-line summary the command prints before "wrote <path>".
+struct FrontierOutput {
+  std::string frontier_json;
+  std::string summary;
+};
+// The most points a frontier may try: each is a solve, and 1000 already
+// resolves the frontier far finer than a chart or a person can use.
+inline constexpr int kMaxFrontierPoints = 1000;
+// `points` must lie in [2, kMaxFrontierPoints]; errors start with `what`.
+absl::Status CheckFrontierPoints(int points, absl::string_view what);
+absl::StatusOr<FrontierOutput> FrontierText(const LoadedProfile& loaded, int points,
+                                            Semantics semantics);
+
+// "26.80 GB (26800000000 bytes)": a figure a user may paste back as a budget.
+std::string BytesForHumans(int64_t bytes);
+// Multi-line summary of one simulated step (peak, where, times), each line
+// prefixed by two spaces.
+std::string StepSummary(const StepResult& result);
+// One line, prefixed by two spaces: the reserved peak the caching-allocator
+// model predicts, with the allocated (block) peak beside it.
+std::string ReservedSummary(const AllocatorStats& stats);
+// ", per rank of 8 (FSDP, sequence parallel 8)" for a many-GPU profile, ""
+// for a single rank.
+std::string RanksNote(const Model& model);
+// "forward" / "backward of block 29, op self_attn" style description.
+std::string DescribeLocation(const StepLocation& where);
+
+}  // namespace sacplan::api
+
+#endif  // SACPLAN_API_PLANNING_H_
