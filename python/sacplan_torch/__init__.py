@@ -3,6 +3,7 @@
 - capture(): one real training step of your nn.Module -> profile.json
 - apply_plan(): plan.json -> selective activation checkpointing of your blocks
 - measure_peak(): the exact peak memory of a training step
+- plan(), simulate(), compare(), frontier(): the planner in this process
 - `python -m sacplan_torch capture|check`: the same from the command line
 """
 
@@ -11,7 +12,9 @@ from .blocks import find_blocks
 from .capture import capture
 from .errors import SacplanError
 from .memory import Measurement, measure_peak
+from .planner import compare, frontier, plan, simulate
 from .setup_spec import Setup, as_dtype, load_setup
 
-__all__ = ["AppliedPlan", "apply_plan", "capture", "find_blocks", "Measurement", "measure_peak",
-           "SacplanError", "Setup", "as_dtype", "load_setup"]
+__all__ = ["AppliedPlan", "apply_plan", "capture", "compare", "find_blocks", "frontier",
+           "Measurement", "measure_peak", "plan", "SacplanError", "Setup", "simulate", "as_dtype",
+           "load_setup"]

@@ -19,7 +19,7 @@ from .capture import capture
 from .json_io import check_output_path
 from .errors import SacplanError
 from .memory import measure_peak
-from .plan import load_plan
+from .plan_doc import load_plan
 from .apply import apply_plan
 from .setup_spec import load_setup
 

@@ -15,7 +15,7 @@ from .blocks import BlockSpec, eager_block, find_blocks
 from .compiled import BlockNamer
 from .errors import SacplanError
 from .naming import is_collective, is_named, is_random, split_op_id
-from .plan import PlanLike, check_input_matches, check_plan_matches, load_plan
+from .plan_doc import PlanLike, check_input_matches, check_plan_matches, load_plan
 
 _APPLIED = "_sacplan_applied_forward"
 

@@ -43,7 +43,7 @@ from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
 from .memory import (AllocationLog, check_loss, optimizer_state_tensors, sync,
                      unique_storage_bytes)
-from .plan import PROFILE_SCHEMA, model_fingerprint
+from .plan_doc import PROFILE_SCHEMA, model_fingerprint
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key

@@ -24,6 +24,11 @@ def check_output_path(path) -> str:
 def write_json_atomically(doc: dict, path) -> None:
     """Writes to a temporary file beside `path`, then renames it over; on
     any failure no file is left (SacplanError for the OS's)."""
+    write_text_atomically(json.dumps(doc, indent=1) + "\n", path)
+
+
+def write_text_atomically(text: str, path) -> None:
+    """write_json_atomically for text that is already a document."""
     path = check_output_path(path)
     tmp = None
     try:
@@ -31,12 +36,10 @@ def write_json_atomically(doc: dict, path) -> None:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".sacplan-", suffix=".json", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+            f.write(text)
         os.replace(tmp, path)
     except OSError as exc:
         raise SacplanError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-

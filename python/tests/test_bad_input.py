@@ -17,7 +17,7 @@ import toy_transformer
 from sacplan_cli import REPO
 
 from sacplan_torch import SacplanError, apply_plan, capture, measure_peak
-from sacplan_torch.plan import load_plan
+from sacplan_torch.plan_doc import load_plan
 
 SIZES = dict(dim=16, heads=2, hidden=32, blocks=2, inputs=8, outputs=4)
 X = torch.randn(2, 8, 8, generator=torch.Generator().manual_seed(1))

@@ -61,7 +61,7 @@ class CollectiveCounter(TorchDispatchMode):
 
 def full_plan(setup) -> Dict:
     """Every block checkpointed, nothing saved but what apply_plan always saves."""
-    from sacplan_torch.plan import model_fingerprint
+    from sacplan_torch.plan_doc import model_fingerprint
 
     found = sacplan_torch.find_blocks(setup.model, setup.blocks)
     config = model_fingerprint(setup.model, found)

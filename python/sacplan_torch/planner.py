@@ -1,0 +1,125 @@
+"""The planner in this process: plan, simulate, compare and frontier.
+
+Each runs sacplan's C++ planner through the extension `_planner` (built by
+`pip install ./python`): no `sacplan` binary and no subprocess, and the
+same bytes the command line writes (plan.json, `simulate --json`,
+compare's table, frontier.json), because both run the same code.
+
+A profile or plan is a dict (capture's return value, a loaded plan) or the
+path of its JSON file. Semantics default to "torch-sac", how apply_plan
+applies a plan (the command line's default is "sacplan"). Bad input raises
+one SacplanError with the command line's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Union
+
+from .errors import SacplanError
+from .json_io import check_output_path, write_text_atomically
+
+Document = Union[Dict[str, Any], str, "os.PathLike[str]"]
+
+
+def _planner():
+    try:
+        from . import _planner as extension
+    except ImportError as exc:
+        raise SacplanError("the planner extension sacplan_torch._planner is not built: "
+                           "install the package with `pip install ./python`") from exc
+    return extension
+
+
+def _source(doc: Document, what: str):
+    """A document as the extension takes it: a path, or JSON text."""
+    extension = _planner()
+    if isinstance(doc, (str, os.PathLike)):
+        path = os.fspath(doc)
+        if not path:
+            raise SacplanError(f"{what}: expected a dict or a file name, got an empty name")
+        return extension.Source(path, True, path)
+    if isinstance(doc, dict):
+        try:
+            text = json.dumps(doc, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SacplanError(f"{what}: not a JSON document ({exc})") from exc
+        return extension.Source(text, False, what)
+    raise SacplanError(f"{what}: expected a dict or a file name, not {type(doc).__name__}")
+
+
+def _budget_text(budget, what: str = "budget") -> str:
+    if isinstance(budget, bool) or not isinstance(budget, (int, str)):
+        raise SacplanError(f"{what}: expected bytes (int) or a size such as '70GB', "
+                           f"not {type(budget).__name__}")
+    return str(budget)
+
+
+def _call(function, *args):
+    try:
+        return function(*args)
+    except _planner().PlannerError as exc:
+        raise SacplanError(str(exc)) from None
+
+
+def _written(text: str, path) -> str:
+    if path is not None:
+        write_text_atomically(text, check_output_path(path))
+    return text
+
+
+def plan(profile: Document, *, budget: Union[int, str, None] = None,
+         preset: Optional[str] = None, semantics: str = "torch-sac",
+         budget_kind: str = "allocated", path=None) -> Dict[str, Any]:
+    """`sacplan plan`: the fastest plan whose simulated peak fits `budget`
+    (bytes, or "70GB", "29GiB"), or a fixed policy (`preset`: none, full,
+    attn_only, ...). Returns the plan document; with `path`, also writes it
+    there, byte for byte what `sacplan plan -o` writes. An unmeetable budget
+    raises SacplanError naming the smallest feasible one."""
+    if not isinstance(semantics, str) or not isinstance(budget_kind, str):
+        raise SacplanError("semantics and budget_kind: expected strings")
+    if preset is not None and not isinstance(preset, str):
+        raise SacplanError(f"preset: expected a name, not {type(preset).__name__}")
+    budget_text = "" if budget is None else _budget_text(budget)
+    name = os.fspath(path) if path is not None else "plan"
+    text, _summary = _call(_planner().plan, _source(profile, "profile"), budget_text,
+                           budget_kind, preset or "", semantics, name)
+    return json.loads(_written(text, path))
+
+
+def simulate(profile: Document, plan_doc: Document, *,
+             semantics: Optional[str] = None) -> Dict[str, Any]:
+    """`sacplan simulate --json`: the step `plan_doc` gives on `profile`
+    (peak, reserved peak, times, whether the plan's prediction holds),
+    under `semantics` or the plan's own."""
+    if semantics is not None and not isinstance(semantics, str):
+        raise SacplanError("semantics: expected a string")
+    text = _call(_planner().simulate, _source(profile, "profile"), _source(plan_doc, "plan"),
+                 semantics)
+    return json.loads(text)
+
+
+def compare(profile: Document, budget: Union[int, str], *,
+            semantics: str = "torch-sac") -> str:
+    """`sacplan compare`: the table of every preset and the optimal plan at
+    `budget`, as the command prints it."""
+    if not isinstance(semantics, str):
+        raise SacplanError("semantics: expected a string")
+    return _call(_planner().compare, _source(profile, "profile"), _budget_text(budget),
+                 semantics)
+
+
+def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac",
+             path=None) -> Dict[str, Any]:
+    """`sacplan frontier`: the optimal plans from the smallest feasible peak
+    to the fastest step, and the presets beside them (schema
+    sacplan.frontier/1). With `path`, also writes frontier.json there."""
+    if isinstance(points, bool) or not isinstance(points, int):
+        raise SacplanError(f"points: expected an int, not {type(points).__name__}")
+    if not 2 <= points <= 1000:  # before the int crosses into C++
+        raise SacplanError(f"points {points}: must be between 2 and 1000")
+    if not isinstance(semantics, str):
+        raise SacplanError("semantics: expected a string")
+    text, _summary = _call(_planner().frontier, _source(profile, "profile"), points, semantics)
+    return json.loads(_written(text, path))

@@ -1,0 +1,126 @@
+// sacplan_torch._planner: the planner in the Python process (nanobind).
+// Each function takes a profile (and plan) as JSON text or a file path and
+// returns what the command line writes, byte for byte, from the same code
+// (sacplan/api/planning.h). Errors raise _planner.PlannerError with the
+// command line's one-line message; sacplan_torch turns it into
+// SacplanError. The GIL is released while planning.
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+
+#include "sacplan/api/planning.h"
+#include "sacplan/planner/plan.h"
+
+namespace nb = nanobind;
+
+namespace sacplan::python {
+namespace {
+
+struct PlannerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T OrRaise(absl::StatusOr<T> value) {
+  if (!value.ok()) throw PlannerError(std::string(value.status().message()));
+  return *std::move(value);
+}
+
+// A document given as text (`is_path` false; errors name `name`) or as a
+// file path (errors name the path, as the command line's do).
+struct Source {
+  Source(std::string text_or_path, bool is_path, std::string name)
+      : text_or_path(std::move(text_or_path)), is_path(is_path), name(std::move(name)) {}
+  std::string text_or_path;
+  bool is_path;
+  std::string name;
+};
+
+std::unique_ptr<api::LoadedProfile> LoadProfile(const Source& profile) {
+  return OrRaise(profile.is_path ? api::LoadProfileFile(profile.text_or_path)
+                                 : api::LoadProfileText(profile.text_or_path, profile.name));
+}
+
+Plan LoadPlan(const Source& plan) {
+  return OrRaise(plan.is_path ? ReadPlanFile(plan.text_or_path)
+                              : api::LoadPlanText(plan.text_or_path, plan.name));
+}
+
+// (plan.json text, summary): `sacplan plan`. budget "" with a preset: none.
+std::pair<std::string, std::string> MakePlan(const Source& profile, const std::string& budget,
+                                             const std::string& budget_kind,
+                                             const std::string& preset,
+                                             const std::string& semantics,
+                                             const std::string& output_name) {
+  if (budget.empty() && preset.empty()) {
+    throw PlannerError("give budget (the fastest plan that fits) or preset");
+  }
+  PlanRequest request;
+  if (!budget.empty()) request.budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
+  request.semantics = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
+  request.budget_kind = OrRaise(ParseBudgetKind(budget_kind));
+  request.preset = preset;
+  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
+  request.model_name = loaded->profile->model_name;
+  request.model_config = loaded->profile->model_config;
+  api::PlanOutput out = OrRaise(api::MakePlanText(*loaded, request, output_name));
+  return {std::move(out.plan_json), std::move(out.summary)};
+}
+
+// `sacplan simulate --json` (the line without its newline).
+std::string Simulate(const Source& profile, const Source& plan,
+                     const std::optional<std::string>& semantics) {
+  std::optional<Semantics> chosen;
+  if (semantics.has_value()) chosen = OrRaise(api::ParseSemanticsText(*semantics, "semantics"));
+  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
+  const Plan parsed = LoadPlan(plan);
+  return api::SimulationJson(OrRaise(api::Simulate(*loaded, parsed, chosen, plan.name)));
+}
+
+// `sacplan compare`'s table.
+std::string Compare(const Source& profile, const std::string& budget,
+                    const std::string& semantics) {
+  const int64_t budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
+  const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
+  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
+  return OrRaise(api::CompareText(*loaded, budget_bytes, chosen));
+}
+
+// (frontier.json text, summary): `sacplan frontier`.
+std::pair<std::string, std::string> Frontier(const Source& profile, int points,
+                                             const std::string& semantics) {
+  absl::Status valid = api::CheckFrontierPoints(points, "points");
+  if (!valid.ok()) throw PlannerError(std::string(valid.message()));
+  const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
+  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
+  api::FrontierOutput out = OrRaise(api::FrontierText(*loaded, points, chosen));
+  return {std::move(out.frontier_json), std::move(out.summary)};
+}
+
+}  // namespace
+}  // namespace sacplan::python
+
+NB_MODULE(_planner, m) {
+  using namespace sacplan::python;
+  m.doc() = "sacplan's planner in-process; use sacplan_torch.plan/simulate/compare/frontier.";
+  nb::exception<PlannerError>(m, "PlannerError");
+  nb::class_<Source>(m, "Source")
+      .def(nb::init<std::string, bool, std::string>(), nb::arg("text_or_path"),
+           nb::arg("is_path"), nb::arg("name"));
+  const auto release = nb::call_guard<nb::gil_scoped_release>();
+  m.def("plan", &MakePlan, nb::arg("profile"), nb::arg("budget"), nb::arg("budget_kind"),
+        nb::arg("preset"), nb::arg("semantics"), nb::arg("output_name"), release);
+  m.def("simulate", &Simulate, nb::arg("profile"), nb::arg("plan"),
+        nb::arg("semantics").none(), release);
+  m.def("compare", &Compare, nb::arg("profile"), nb::arg("budget"), nb::arg("semantics"),
+        release);
+  m.def("frontier", &Frontier, nb::arg("profile"), nb::arg("points"), nb::arg("semantics"),
+        release);
+}
