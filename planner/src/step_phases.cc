@@ -68,7 +68,11 @@ void StepPhases::EmbeddingBackward(const std::vector<BufferId>& first_grads) {
   tracker_.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms_);
   tracker_.Free(embedding_saved_);
   tracker_.Free(fsdp_root_);
-  for (BufferId grad : first_grads) tracker_.Free(grad);
+  // A carried input that needs no gradient (block 0 fed the raw batch, with
+  // no embedding before it) has no buffer here.
+  for (BufferId grad : first_grads) {
+    if (grad >= 0) tracker_.Free(grad);
+  }
   tracker_.Free(shared_input_grads_);
 }
 

@@ -128,6 +128,29 @@ TEST(SimulateStepTest, EmbeddingGradientsComeAfterTheBlocks) {
   EXPECT_EQ(big.peak.op, "embedding backward");
 }
 
+// Block 0 fed the raw batch (no embedding): its carried input needs no
+// gradient, so none is allocated for it nor freed at the embedding's
+// backward. The simulator refused such a step ("buffer -1 freed"), which
+// stopped auto_checkpoint on a model that starts with its blocks.
+TEST(SimulateStepTest, AFirstInputWithoutGradientIsNoGradientBuffer) {
+  Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  model.fixed.embedding_grad_bytes = 5000;
+  const StepResult with_grad =
+      *SimulateStep(*AnalyzeModel(model), {kNone, kNone}, Semantics::kSacplan);
+  model.blocks[0].inputs[0].tensor.requires_grad = false;
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (const SaveMask& mask : {kNone, kFull}) {
+      absl::StatusOr<StepResult> step = SimulateStep(*AnalyzeModel(model), {mask, mask},
+                                                     semantics);
+      ASSERT_TRUE(step.ok()) << step.status();
+    }
+  }
+  // The embedding-backward peak above loses the input's 200-byte gradient.
+  const StepResult without_grad =
+      *SimulateStep(*AnalyzeModel(model), {kNone, kNone}, Semantics::kSacplan);
+  EXPECT_EQ(without_grad.peak_bytes, with_grad.peak_bytes - 200);
+}
+
 // A chain block with scale (elementwise, 400 B, its backward reads nothing)
 // between act and add: the re-run stops at act, before scale.
 Model ScaledChainModel(int blocks) {
