@@ -1,5 +1,6 @@
 """sacplan_torch: the bridge between PyTorch trainers and the sacplan planner.
 
+- auto_checkpoint(): capture, plan for a budget and apply, in one call
 - capture(): one real training step of your nn.Module -> profile.json
 - apply_plan(): plan.json -> selective activation checkpointing of your blocks
 - measure_peak(): the exact peak memory of a training step
@@ -8,6 +9,7 @@
 """
 
 from .apply import AppliedPlan, apply_plan
+from .auto import AutoCheckpoint, BlockDecision, auto_checkpoint
 from .blocks import find_blocks
 from .capture import capture
 from .errors import SacplanError
@@ -15,6 +17,7 @@ from .memory import Measurement, measure_peak
 from .planner import compare, frontier, plan, simulate
 from .setup_spec import Setup, as_dtype, load_setup
 
-__all__ = ["AppliedPlan", "apply_plan", "capture", "compare", "find_blocks", "frontier",
+__all__ = ["AppliedPlan", "apply_plan", "AutoCheckpoint", "auto_checkpoint", "BlockDecision",
+           "capture", "compare", "find_blocks", "frontier",
            "Measurement", "measure_peak", "plan", "SacplanError", "Setup", "simulate", "as_dtype",
            "load_setup"]

@@ -1,0 +1,180 @@
+"""auto_checkpoint: capture, plan in-process and apply, in one call.
+
+    result = sacplan_torch.auto_checkpoint(model, step, budget="70GB",
+                                           blocks="blocks", optimizer=opt)
+
+Under torchrun every rank captures (an FSDP2 or sequence-parallel step needs
+every rank to run it), rank 0 plans from its own profile, and the plan is
+broadcast, so every rank applies the same one. With `cache_dir`, a later
+run of the same model at the same shapes reuses the profile (no capture),
+and a plan made for the same budget and semantics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import planner
+from .apply import AppliedPlan, apply_plan
+from .blocks import BlockSpec, find_blocks
+from .capture import capture
+from .errors import SacplanError
+from .json_io import write_json_atomically
+from .plan_doc import model_fingerprint
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class BlockDecision:
+    """One block of the plan: checkpointed or not, the op ids it keeps for
+    backward and those it recomputes."""
+
+    index: int
+    name: str
+    checkpoint: bool
+    save: List[str]
+    recompute: List[str]
+
+
+@dataclass
+class AutoCheckpoint:
+    """What auto_checkpoint did. `remove()` undoes the checkpointing."""
+
+    plan: Dict[str, Any]
+    applied: AppliedPlan
+    predicted_peak_bytes: int
+    predicted_step_ms: float
+    decisions: List[BlockDecision]
+    captured: bool  # False: the profile came from cache_dir
+    profile_path: Optional[str] = None
+    cache_key: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+
+    def remove(self) -> None:
+        self.applied.remove()
+
+
+class _ShapeTrace(TorchDispatchMode):
+    """The aten calls of a forward with their tensors' shapes and dtypes: what
+    a cached profile must match."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: List[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        shapes = [f"{tuple(a.shape)}:{a.dtype}" for a in args if isinstance(a, torch.Tensor)]
+        self.calls.append(f"{func}({','.join(shapes)})")
+        return out
+
+
+def _cache_key(model: nn.Module, step, found, optimizer) -> str:
+    """A hash of the model's identity and one forward's aten calls with their
+    shapes, run without grad and with the random state put back."""
+    devices = sorted({p.device.index for p in model.parameters()
+                      if p.device.type == "cuda" and p.device.index is not None})
+    trace = _ShapeTrace()
+    with torch.random.fork_rng(devices=devices), torch.no_grad(), trace:
+        step(model)
+    identity = {
+        "version": CACHE_VERSION,
+        "model": model_fingerprint(model, found),
+        "model_class": type(model).__qualname__,
+        "optimizer": type(optimizer).__qualname__ if optimizer is not None else None,
+        "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+        "calls": trace.calls,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _decisions(plan: Dict[str, Any], found) -> List[BlockDecision]:
+    out = []
+    for entry in plan["blocks"]:
+        index = entry["index"]
+        out.append(BlockDecision(index=index, name=found[index][0],
+                                 checkpoint=bool(entry.get("checkpoint", False)),
+                                 save=list(entry.get("save", [])),
+                                 recompute=list(entry.get("recompute", []))))
+    return out
+
+
+def _broadcast(obj, rank: int):
+    """rank 0's object on every rank (the object as is without a group)."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return obj
+    box = [obj if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: BlockSpec,
+                    optimizer: Optional[torch.optim.Optimizer] = None,
+                    semantics: str = "torch-sac", budget_kind: str = "allocated",
+                    cache_dir: Optional[str] = None, name: Optional[str] = None,
+                    warmup: int = 1, repeats: int = 3) -> AutoCheckpoint:
+    """Captures `model` (real training steps: warmup + 2 + 4 * repeats and
+    two more, see capture), plans the fastest checkpointing whose simulated
+    peak fits `budget` (bytes, or "70GB"), and applies it.
+
+    Returns an AutoCheckpoint with the plan, the predicted peak and step and
+    each block's decisions. A budget no plan meets raises SacplanError
+    naming the smallest feasible peak; so does any other bad input.
+    """
+    found = find_blocks(model, blocks)
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    profile_name = name or type(model).__name__
+    key = profile_path = None
+    profile = None
+    notes = []
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+            raise SacplanError("cache_dir: expected a folder name")
+        key = _cache_key(model, step, found, optimizer)
+        folder = os.path.join(os.fspath(cache_dir), key)
+        profile_path = os.path.join(folder, f"profile.rank{rank}.json")
+        if os.path.isfile(profile_path):
+            profile = profile_path
+            notes.append(f"profile from {profile_path}")
+    captured = profile is None
+    if captured:
+        profile = capture(model, step, blocks=found_spec(found), optimizer=optimizer,
+                          path=profile_path, name=profile_name, warmup=warmup, repeats=repeats)
+    plan = None
+    if rank == 0:
+        plan_path = None
+        if key is not None:
+            budget_tag = hashlib.sha256(f"{budget}|{semantics}|{budget_kind}".encode()).hexdigest()
+            plan_path = os.path.join(os.fspath(cache_dir), key, f"plan-{budget_tag[:16]}.json")
+        if plan_path is not None and not captured and os.path.isfile(plan_path):
+            with open(plan_path, encoding="utf-8") as f:
+                plan = json.load(f)
+            notes.append(f"plan from {plan_path}")
+        else:
+            plan = planner.plan(profile, budget=budget, semantics=semantics,
+                                budget_kind=budget_kind)
+            if plan_path is not None:
+                write_json_atomically(plan, plan_path)
+    plan = _broadcast(plan, rank)
+    applied = apply_plan(model, plan, blocks=found_spec(found), model_name=profile_name)
+    predicted = plan.get("predicted", {})
+    return AutoCheckpoint(plan=plan, applied=applied,
+                          predicted_peak_bytes=int(predicted.get("peak_bytes", 0)),
+                          predicted_step_ms=float(predicted.get("step_ms", 0.0)),
+                          decisions=_decisions(plan, found), captured=captured,
+                          profile_path=profile_path, cache_key=key, notes=notes)
+
+
+def found_spec(found) -> List[nn.Module]:
+    """find_blocks' result as a block spec (the modules themselves)."""
+    return [module for _, module in found]

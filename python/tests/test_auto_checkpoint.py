@@ -1,0 +1,140 @@
+"""auto_checkpoint: one call captures, plans in-process for the budget and
+applies; the next steps fit, gradients are plain autograd's, a cache_dir
+skips the capture, and torchrun ranks apply one plan."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import sacplan_torch
+from sacplan_torch import SacplanError, auto
+from torchrun import torchrun
+
+PEAK_ERROR = 0.02  # the bridge's stated peak error (docs/python.md)
+
+
+class MixBlock(nn.Module):
+    """A block written here: a norm, a token mixer through a softmax and a
+    gated MLP, each kept or recomputed by the plan."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.qk = nn.Linear(dim, 2 * dim)
+        self.gate = nn.Linear(dim, 2 * dim)
+        self.up = nn.Linear(dim, 2 * dim)
+        self.down = nn.Linear(2 * dim, dim)
+
+    def forward(self, x):
+        q, k = self.qk(self.norm(x)).chunk(2, dim=-1)
+        x = x + torch.softmax(q @ k.transpose(1, 2) / 6.0, dim=-1) @ x
+        return x + self.down(torch.nn.functional.silu(self.gate(x)) * self.up(x))
+
+
+class MixNet(nn.Module):
+    def __init__(self, dim: int = 32, blocks: int = 4):
+        super().__init__()
+        self.inp = nn.Linear(6, dim)
+        self.blocks = nn.ModuleList(MixBlock(dim) for _ in range(blocks))
+        self.out = nn.Linear(dim, 1)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+
+def setup(tokens: int = 96):
+    torch.manual_seed(0)
+    model = MixNet()
+    x = torch.randn(2, tokens, 6, generator=torch.Generator().manual_seed(1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, (lambda m: m(x).square().mean()), optimizer
+
+
+def halfway_budget(model, step, optimizer) -> int:
+    """Halfway between full's and none's predicted peaks, from a capture of
+    a copy of the model."""
+    profile = sacplan_torch.capture(copy.deepcopy(model), step, blocks="blocks",
+                                    optimizer=copy.deepcopy(optimizer), warmup=0, repeats=1)
+    peaks = [sacplan_torch.plan(profile, preset=p)["predicted"]["peak_bytes"]
+             for p in ("none", "full")]
+    assert peaks[1] < peaks[0]
+    return sum(peaks) // 2
+
+
+def loss_and_grads(model, step):
+    model.zero_grad(set_to_none=True)
+    loss = step(model)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_one_call_fits_the_budget_and_keeps_the_gradients():
+    model, step, optimizer = setup()
+    budget = halfway_budget(model, step, copy.deepcopy(optimizer))
+    result = sacplan_torch.auto_checkpoint(model, step, budget, blocks="blocks",
+                                           optimizer=optimizer, warmup=0, repeats=1)
+    assert result.captured
+    assert result.predicted_peak_bytes <= budget
+    assert any(d.checkpoint for d in result.decisions)  # the budget needs checkpointing
+    assert [d.index for d in result.decisions] == [0, 1, 2, 3]
+    measured = sacplan_torch.measure_peak(model, step, optimizer=optimizer, steps=2)
+    assert measured.peak_bytes <= budget * (1 + PEAK_ERROR), (measured.peak_bytes, budget)
+
+    planned_loss, planned = loss_and_grads(model, step)
+    result.remove()
+    plain_loss, plain = loss_and_grads(model, step)
+    torch.testing.assert_close(planned_loss, plain_loss, rtol=1e-5, atol=0)
+    for name, grad in plain.items():
+        torch.testing.assert_close(planned[name], grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_an_unmeetable_budget_names_the_smallest(tmp_path):
+    model, step, optimizer = setup()
+    with pytest.raises(SacplanError, match="smallest feasible peak"):
+        sacplan_torch.auto_checkpoint(model, step, 1, blocks="blocks", optimizer=optimizer,
+                                      warmup=0, repeats=1)
+
+
+def test_cache_dir_skips_the_capture_until_the_shapes_change(tmp_path, monkeypatch):
+    model, step, optimizer = setup()
+    first = sacplan_torch.auto_checkpoint(model, step, "1GB", blocks="blocks",
+                                          optimizer=optimizer, cache_dir=tmp_path,
+                                          warmup=0, repeats=1)
+    assert first.captured
+
+    def no_capture(*args, **kwargs):
+        raise AssertionError("captured again")
+
+    real_capture = auto.capture
+    monkeypatch.setattr(auto, "capture", no_capture)
+    model, step, optimizer = setup()
+    second = sacplan_torch.auto_checkpoint(model, step, "1GB", blocks="blocks",
+                                           optimizer=optimizer, cache_dir=tmp_path)
+    assert not second.captured and second.cache_key == first.cache_key
+    assert second.plan == first.plan
+
+    monkeypatch.setattr(auto, "capture", real_capture)
+    model, step, optimizer = setup(tokens=64)
+    third = sacplan_torch.auto_checkpoint(model, step, "1GB", blocks="blocks",
+                                          optimizer=optimizer, cache_dir=tmp_path,
+                                          warmup=0, repeats=1)
+    assert third.captured and third.cache_key != first.cache_key
+
+
+def test_torchrun_ranks_apply_one_plan(tmp_path, free_port):
+    worker = Path(__file__).with_name("auto_worker.py")
+    torchrun(worker, 2, [tmp_path], free_port, timeout_s=300)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["plan"] == ranks[1]["plan"]
+    assert any(block["checkpoint"] for block in ranks[0]["plan"]["blocks"])
+    for rank in ranks:
+        assert rank["captured"] and all(torch.isfinite(torch.tensor(rank["losses"])))
