@@ -5,6 +5,8 @@
 - apply_plan(): plan.json -> selective activation checkpointing of your blocks
 - measure_peak(): the exact peak memory of a training step
 - plan(), simulate(), compare(), frontier(): the planner in this process
+- explain(): what the applied plan decided for every op; SACPLAN_TRACE=1
+  logs what the checkpoint policy decided, once per op id and pass
 - `python -m sacplan_torch capture|check`: the same from the command line
 """
 
@@ -13,11 +15,12 @@ from .auto import AutoCheckpoint, BlockDecision, auto_checkpoint
 from .blocks import find_blocks
 from .capture import capture
 from .errors import SacplanError
+from .explain import Explanation, OpDecision, explain
 from .memory import Measurement, measure_peak
 from .planner import compare, frontier, plan, simulate
 from .setup_spec import Setup, as_dtype, load_setup
 
 __all__ = ["AppliedPlan", "apply_plan", "AutoCheckpoint", "auto_checkpoint", "BlockDecision",
-           "capture", "compare", "find_blocks", "frontier",
+           "explain", "Explanation", "OpDecision", "capture", "compare", "find_blocks", "frontier",
            "Measurement", "measure_peak", "plan", "SacplanError", "Setup", "simulate", "as_dtype",
            "load_setup"]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import warnings
-from typing import Any, Dict, List, Set, Tuple
+import weakref
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch import nn
@@ -13,7 +16,7 @@ from torch.utils.checkpoint import (CheckpointPolicy, _CachingTorchDispatchMode,
 
 from .blocks import BlockSpec, eager_block, find_blocks
 from .compiled import BlockNamer
-from .errors import SacplanError
+from .errors import SacplanError, one_line
 from .naming import is_collective, is_named, is_random, split_op_id
 from .plan_doc import PlanLike, check_input_matches, check_plan_matches, load_plan
 
@@ -21,17 +24,33 @@ _APPLIED = "_sacplan_applied_forward"
 
 
 class AppliedPlan:
-    """Handle returned by apply_plan. `remove()` restores the blocks."""
+    """Handle returned by apply_plan. `remove()` restores the blocks.
+    `profile` (set by auto_checkpoint) gives explain() its bytes and times."""
 
     def __init__(self, plan: Dict[str, Any], blocks: List[Tuple[str, nn.Module]]):
         self.plan = plan
         self.blocks = blocks
+        self.profile: Optional[Dict[str, Any]] = None
         self._undo = []
 
     def remove(self) -> None:
         for undo in reversed(self._undo):
             undo()
         self._undo = []
+
+
+# The plan applied to each model, for explain(): weak, so a model freed is
+# forgotten.
+_APPLIED_TO: "weakref.WeakKeyDictionary[nn.Module, AppliedPlan]" = weakref.WeakKeyDictionary()
+
+
+def applied_to(model: nn.Module) -> Optional[AppliedPlan]:
+    """The plan last applied to `model` and not removed, if any."""
+    return _APPLIED_TO.get(model)
+
+
+def _trace_enabled() -> bool:
+    return os.environ.get("SACPLAN_TRACE", "") not in ("", "0")
 
 
 def _check_modules_exist(index: int, block: nn.Module, save: List[str]) -> None:
@@ -117,6 +136,9 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
     draws: List[Tuple[str, bool]] = []
     state = {"checked": False}
 
+    trace = _trace_enabled()
+    traced: Set[Tuple[str, bool]] = set()
+
     def policy(ctx, func, *args, **kwargs):
         if not is_named(func):
             return CheckpointPolicy.PREFER_RECOMPUTE
@@ -126,6 +148,12 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             seen.add(op_id)
             if not state["checked"] and is_random(func, args, kwargs):
                 draws.append((op_id, saved))
+        if trace and (op_id, ctx.is_recompute) not in traced:
+            # SACPLAN_TRACE: once per op id and pass, for the trainer's log.
+            traced.add((op_id, ctx.is_recompute))
+            print(f"sacplan: block {index} {'recompute' if ctx.is_recompute else 'forward'} "
+                  f"{one_line(op_id)}: {'save' if saved else 'recompute'}", file=sys.stderr,
+                  flush=True)
         return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
 
     def run(*args, **kwargs):
@@ -210,4 +238,6 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
         if entry.get("checkpoint", True):
             _wrap_block(applied, index, block, set(entry["save"]),
                         set(entry["save"]) | set(entry.get("recompute", [])))
+    _APPLIED_TO[model] = applied
+    applied._undo.insert(0, functools.partial(_APPLIED_TO.pop, model, None))
     return applied

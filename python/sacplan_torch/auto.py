@@ -167,12 +167,20 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
                 write_json_atomically(plan, plan_path)
     plan = _broadcast(plan, rank)
     applied = apply_plan(model, plan, blocks=found_spec(found), model_name=profile_name)
+    applied.profile = _as_document(profile)
     predicted = plan.get("predicted", {})
     return AutoCheckpoint(plan=plan, applied=applied,
                           predicted_peak_bytes=int(predicted.get("peak_bytes", 0)),
                           predicted_step_ms=float(predicted.get("step_ms", 0.0)),
                           decisions=_decisions(plan, found), captured=captured,
                           profile_path=profile_path, cache_key=key, notes=notes)
+
+
+def _as_document(profile) -> Dict[str, Any]:
+    if isinstance(profile, dict):
+        return profile
+    with open(profile, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def found_spec(found) -> List[nn.Module]:

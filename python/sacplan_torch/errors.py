@@ -1,7 +1,7 @@
 """The one exception sacplan_torch raises for bad input."""
 
 
-def _one_line(message: str) -> str:
+def one_line(message: str) -> str:
     """The message with control characters (a newline in an op id, a model
     name) written as escapes, so that it stays one line."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
@@ -15,4 +15,4 @@ class SacplanError(ValueError):
     """
 
     def __init__(self, message: object):
-        super().__init__(_one_line(str(message)))
+        super().__init__(one_line(str(message)))

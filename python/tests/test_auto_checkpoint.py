@@ -138,3 +138,50 @@ def test_torchrun_ranks_apply_one_plan(tmp_path, free_port):
     assert any(block["checkpoint"] for block in ranks[0]["plan"]["blocks"])
     for rank in ranks:
         assert rank["captured"] and all(torch.isfinite(torch.tensor(rank["losses"])))
+
+
+def test_explain_and_the_trace_say_what_the_policy_does(monkeypatch, capfd):
+    model, step, optimizer = setup()
+    budget = halfway_budget(model, step, copy.deepcopy(optimizer))
+    monkeypatch.setenv("SACPLAN_TRACE", "1")
+    result = sacplan_torch.auto_checkpoint(model, step, budget, blocks="blocks",
+                                           optimizer=optimizer, warmup=0, repeats=1)
+    capfd.readouterr()  # what capture printed
+
+    rows = sacplan_torch.explain(model).rows
+    for decision in result.decisions:
+        block_rows = {row.op: row for row in rows if row.block == decision.index}
+        assert len(block_rows) == len([row for row in rows if row.block == decision.index])
+        if decision.checkpoint:
+            assert {op for op, row in block_rows.items() if row.decision == "save"} == \
+                set(decision.save)
+            assert {op for op, row in block_rows.items() if row.decision == "recompute"} == \
+                set(decision.recompute)
+        else:
+            assert {row.decision for row in block_rows.values()} == {"keep"}
+        assert all(row.output_bytes is not None and row.fwd_ms is not None
+                   for row in block_rows.values())
+    assert "recompute" in str(sacplan_torch.explain(model))
+
+    for _ in range(2):
+        step(model).backward()
+    lines = capfd.readouterr().err.splitlines()
+    traced = [line for line in lines if line.startswith("sacplan: block ")]
+    assert len(traced) == len(set(traced))  # once per op id and pass, not per step
+    for decision in result.decisions:
+        forward = {line.split()[4].rstrip(":"): line.split()[5] for line in traced
+                   if line.split()[2] == str(decision.index) and line.split()[3] == "forward"}
+        if decision.checkpoint:
+            assert {op for op, what in forward.items() if what == "save"} == set(decision.save)
+            # Views and other calls no profile lists are recomputed too.
+            assert set(decision.recompute) <= {op for op, what in forward.items()
+                                               if what == "recompute"}
+        else:
+            assert not forward  # a block left alone has no policy
+
+    # Backward re-ran the checkpointed blocks, and the trace says so.
+    assert any(line.split()[3] == "recompute" for line in traced)
+
+    result.remove()
+    with pytest.raises(SacplanError, match="no plan is applied"):
+        sacplan_torch.explain(model)
