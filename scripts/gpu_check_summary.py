@@ -177,35 +177,33 @@ def write_atomically(path, doc):
     os.replace(tmp, path)
 
 
-def print_table(summary):
+def figures_text(entry):
+    """'allocated peak 1.00 GiB predicted / 1.01 GiB measured; ...' of one run."""
     def fmt(value, unit):
         if value is None:
             return "-"
         return f"{value / 2**30:.2f} GiB" if unit == "bytes" else f"{value:.1f} ms"
 
-    print(f"gpu-check on {summary['device']}")
-    for name, t in summary["training"].items():
-        cells = []
+    return "; ".join(
+        f"{label} {fmt(entry['predicted'][key], unit)} predicted / "
+        f"{fmt(entry['measured'][key], unit)} measured"
         for key, label, unit in (("peak_bytes", "allocated peak", "bytes"),
                                  ("reserved_peak_bytes", "reserved peak", "bytes"),
-                                 ("step_ms", "step", "ms")):
-            cells.append(f"{label} {fmt(t['predicted'][key], unit)} predicted / "
-                         f"{fmt(t['measured'][key], unit)} measured")
-        print(f"  {name:9s} [{t['status']}] " + "; ".join(cells))
+                                 ("step_ms", "step", "ms")))
+
+
+def print_table(summary):
+    print(f"gpu-check on {summary['device']}")
+    for name, t in summary["training"].items():
+        print(f"  {name:9s} [{t['status']}] {figures_text(t)}")
     overhead = summary["cupti_overhead"]["overhead"]
     print("  CUPTI overhead on step time: " +
           ("-" if overhead is None else f"{100 * overhead:+.1f}%"))
+    speedup = summary["kernels"]["speedup"]
     print(f"  kernels: parity {json.dumps(summary['kernels']['parity'])}; speed-up "
-          f"{json.dumps(summary['kernels']['speedup'].get('speedups') if isinstance(summary['kernels']['speedup'], dict) else summary['kernels']['speedup'])}")
-    bridge = (summary["bridge"] or {}).get("plans", {})
-    for name, b in bridge.items():
-        cells = []
-        for key, label, unit in (("peak_bytes", "allocated peak", "bytes"),
-                                 ("reserved_peak_bytes", "reserved peak", "bytes"),
-                                 ("step_ms", "step", "ms")):
-            cells.append(f"{label} {fmt(b['predicted'][key], unit)} predicted / "
-                         f"{fmt(b['measured'][key], unit)} measured")
-        print(f"  bridge {name:9s} " + "; ".join(cells))
+          f"{json.dumps(speedup.get('speedups') if isinstance(speedup, dict) else speedup)}")
+    for name, b in (summary["bridge"] or {}).get("plans", {}).items():
+        print(f"  bridge {name:9s} {figures_text(b)}")
     failed = [n for n, s in summary["steps"].items() if s["status"] == "failed"]
     if failed:
         print(f"  failed: {', '.join(failed)}")
