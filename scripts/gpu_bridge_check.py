@@ -3,8 +3,9 @@
 Captures an example model with sacplan_torch (op times from CUDA events),
 plans none, full and attn_only with `sacplan plan --semantics torch-sac`,
 then the optimal plan at the budget halfway between none's and full's
-predicted peaks, applies each plan to a fresh copy of the model and trains
-a few steps under it. Writes OUT/bridge.json: per plan, the predicted
+predicted peaks, and applies each plan to a fresh model in a fresh process
+(the caching allocator's reserved bytes depend on what the process did
+before) and trains a few steps under it. Writes OUT/bridge.json: per plan, the predicted
 allocated peak, reserved peak and step time beside the measured
 max_memory_allocated, max_memory_reserved and CUDA step time.
 
@@ -44,10 +45,10 @@ def plan(sacplan: str, profile: str, out: str, *extra: str) -> dict:
         return json.load(f)
 
 
-def measure(ns, plan_doc: dict) -> dict:
-    """Trains ns.steps steps of a fresh model under the plan."""
+def measure(ns, plan_path: str) -> dict:
+    """Trains ns.steps steps of a fresh model under the plan, in this process."""
     setup = load_setup(ns.setup, **ns.kwargs)
-    sacplan_torch.apply_plan(setup.model, plan_doc, blocks=setup.blocks,
+    sacplan_torch.apply_plan(setup.model, plan_path, blocks=setup.blocks,
                              model_name=setup.name)
     optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
     cuda = ns.device.startswith("cuda")
@@ -59,12 +60,16 @@ def measure(ns, plan_doc: dict) -> dict:
     measured = {"peak_bytes": result.peak_bytes,
                 "reserved_peak_bytes": torch.cuda.max_memory_reserved() if cuda else None,
                 "step_ms": result.step_ms}
-    first_loss = result.losses[0]
-    del setup, optimizer, result
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
-    return {"measured": measured, "first_loss": first_loss}
+    return {"measured": measured, "first_loss": result.losses[0]}
+
+
+def measure_in_child(argv, plan_path: str) -> dict:
+    """measure() in a fresh python3 process; its result comes back as JSON."""
+    result_path = plan_path + ".measured.json"
+    subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--measure", plan_path,
+                    "--result", result_path], check=True)
+    with open(result_path) as f:
+        return json.load(f)
 
 
 def ratio(measured, predicted):
@@ -83,9 +88,15 @@ def main(argv=None) -> int:
                         help="setup argument (default: size=gpu)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child's plan.json
+    parser.add_argument("--result", help=argparse.SUPPRESS)   # where the child writes
     ns = parser.parse_args(argv)
     ns.kwargs = _parse_args(ns.arg or ["size=gpu"])
     ns.kwargs["device"] = ns.device
+    if ns.measure:
+        with open(ns.result, "w") as f:
+            json.dump(measure(ns, ns.measure), f)
+        return 0
     os.makedirs(ns.out, exist_ok=True)
     profile = os.path.join(ns.out, "bridge_profile.json")
 
@@ -111,10 +122,13 @@ def main(argv=None) -> int:
               "device": torch.cuda.get_device_name() if ns.device.startswith("cuda")
               else "cpu", "capture_s": capture_s, "optimal_budget_bytes": budget,
               "plans": {}}
+    own_argv = list(argv if argv is not None else sys.argv[1:])
     for name, doc in plans.items():
         predicted = {key: doc["predicted"].get(key)
                      for key in ("peak_bytes", "reserved_peak_bytes", "step_ms")}
-        entry = {"predicted": predicted, **measure(ns, doc)}
+        entry = {"predicted": predicted,
+                 **measure_in_child(own_argv,
+                                    os.path.join(ns.out, f"bridge_plan_{name}.json"))}
         entry["error"] = {key: ratio(entry["measured"][key], predicted[key])
                           for key in predicted}
         report["plans"][name] = entry
