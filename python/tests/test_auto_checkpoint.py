@@ -130,6 +130,20 @@ def test_cache_dir_skips_the_capture_until_the_shapes_change(tmp_path, monkeypat
     assert third.captured and third.cache_key != first.cache_key
 
 
+def test_the_fsdp2_example_fits_its_budget(tmp_path, free_port):
+    """python/examples/fsdp_auto_checkpoint.py on 2 gloo ranks, each block
+    and the root under fully_shard, at a 30 MB budget per rank."""
+    example = Path(__file__).parents[1] / "examples" / "fsdp_auto_checkpoint.py"
+    report = tmp_path / "report.json"
+    torchrun(example, 2, ["--budget", "30MB", "--report", report], free_port + 1,
+             timeout_s=300)
+    figures = json.loads(report.read_text())
+    assert figures["predicted_peak_bytes"] <= 30_000_000
+    assert figures["measured_peak_bytes"] <= 30_000_000 * (1 + PEAK_ERROR)
+    assert any(figures["checkpointed"]) and not all(figures["checkpointed"])
+    assert figures["losses"][-1] < figures["losses"][0]  # it trains
+
+
 def test_torchrun_ranks_apply_one_plan(tmp_path, free_port):
     worker = Path(__file__).with_name("auto_worker.py")
     torchrun(worker, 2, [tmp_path], free_port, timeout_s=300)
