@@ -47,9 +47,19 @@ def load_plan(source: PlanLike) -> Dict[str, Any]:
     blocks = plan.get("blocks")
     if not isinstance(blocks, list) or not blocks:
         raise SacplanError("plan: blocks must be a non-empty list")
+    # Blocks may come in any order, as sacplan's C++ reader takes them; each
+    # index once.
+    seen = set()
     for i, block in enumerate(blocks):
-        if not isinstance(block, dict) or block.get("index") != i:
-            raise SacplanError(f"plan: blocks[{i}].index must be {i}")
+        index = block.get("index") if isinstance(block, dict) else None
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise SacplanError(f"plan: blocks[{i}].index must be an integer")
+        if not 0 <= index < len(blocks) or index in seen:
+            raise SacplanError(f"plan: block index {index} is out of range or repeated "
+                               f"(the plan has {len(blocks)} blocks)")
+        seen.add(index)
+    plan["blocks"] = blocks = sorted(blocks, key=lambda block: block["index"])
+    for i, block in enumerate(blocks):
         save = block.get("save")
         if not isinstance(save, list) or not all(isinstance(s, str) for s in save):
             raise SacplanError(f"plan: blocks[{i}].save must be a list of op ids")

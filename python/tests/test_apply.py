@@ -70,6 +70,20 @@ def test_gradients_equal_plain_autograd(kind):
     assert_same_training(reference, tested)
 
 
+def test_blocks_in_any_order_apply_as_their_indices_say():
+    """A mixed plan with its blocks listed last to first (sacplan's C++
+    reader takes any order) trains as plain autograd does and leaves the
+    caller's dict as it was."""
+    saves, checkpoint = _plans()["mixed"]
+    tested = make_net()
+    plan = plan_for(tested, saves, checkpoint=checkpoint)
+    plan["blocks"].reverse()
+    applied = apply_plan(tested, plan, blocks="blocks", model_name="test-net")
+    assert [b["index"] for b in plan["blocks"]] == [2, 1, 0]
+    assert [b["save"] for b in applied.plan["blocks"]] == [list(s) for s in saves]
+    assert_same_training(make_net(), tested)
+
+
 @pytest.mark.parametrize("spec", ["path", "predicate", "modules"])
 def test_block_specs_select_the_same_blocks(spec):
     tested = make_net()
