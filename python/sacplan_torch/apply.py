@@ -223,11 +223,16 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     # block inside, which the wrapper's compiled code calls.
     found = [(name, eager_block(block)) for name, block in find_blocks(model, blocks)]
     check_plan_matches(plan, model, found, model_name)
-    if plan.get("semantics", "torch-sac") != "torch-sac":
+    # A plan without semantics reads as sacplan, as the C++ reader has it
+    # (docs/plan_format.md).
+    semantics = plan.get("semantics", "sacplan")
+    if semantics != "torch-sac":
         warnings.warn(
-            f"plan was made for '{plan.get('semantics')}' semantics; PyTorch's selective "
-            "checkpointing is 'torch-sac' (sacplan plan --semantics torch-sac), so its "
-            "predicted peak and step time will not hold", stacklevel=2)
+            f"plan was made for '{semantics}' semantics"
+            + ("" if "semantics" in plan else " (it names none, which reads as sacplan)")
+            + "; PyTorch's selective checkpointing is 'torch-sac' (sacplan plan "
+            "--semantics torch-sac), so its predicted peak and step time will not hold",
+            stacklevel=2)
     for index, (name, block) in enumerate(found):
         if getattr(block, _APPLIED, False):
             raise SacplanError(f"blocks[{index}] ({name}): a plan is already applied")

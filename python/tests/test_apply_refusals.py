@@ -187,3 +187,13 @@ def test_plan_for_other_semantics_warns():
     plan["semantics"] = "sacplan"
     with pytest.warns(UserWarning, match=r"'sacplan' semantics"):
         apply_plan(net, plan, blocks="blocks")
+
+
+def test_a_plan_without_semantics_reads_as_sacplan_and_warns():
+    """As the C++ reader (and docs/plan_format.md) has it: no `semantics`
+    means sacplan, which is not how apply_plan applies a plan."""
+    net = make_net()
+    plan = plan_for(net, [])
+    del plan["semantics"]
+    with pytest.warns(UserWarning, match=r"'sacplan' semantics \(it names none"):
+        apply_plan(net, plan, blocks="blocks")
