@@ -35,9 +35,10 @@ class Explanation:
     def __str__(self) -> str:
         lines = [f"{'block':>5}  {'op':<40} {'decision':<9} {'bytes':>12} {'fwd ms':>9} "
                  f"{'recompute ms':>12}"]
+        def cell(value, fmt):
+            return "-" if value is None else format(value, fmt)
+
         for row in self.rows:
-            def cell(value, fmt):
-                return "-" if value is None else format(value, fmt)
             lines.append(f"{row.block:>5}  {one_line(row.op):<40} {row.decision:<9} "
                          f"{cell(row.output_bytes, 'd'):>12} {cell(row.fwd_ms, '.3f'):>9} "
                          f"{cell(row.recompute_ms, '.3f'):>12}")

@@ -63,9 +63,10 @@ def _call(function, *args):
         raise SacplanError(str(exc)) from None
 
 
-def _written(text: str, path) -> str:
+def _written(text: str, path: Optional[str]) -> str:
+    """`text`, written to `path` (checked by the caller) when given."""
     if path is not None:
-        write_text_atomically(text, check_output_path(path))
+        write_text_atomically(text, path)
     return text
 
 
@@ -82,7 +83,8 @@ def plan(profile: Document, *, budget: Union[int, str, None] = None,
     if preset is not None and not isinstance(preset, str):
         raise SacplanError(f"preset: expected a name, not {type(preset).__name__}")
     budget_text = "" if budget is None else _budget_text(budget)
-    name = os.fspath(path) if path is not None else "plan"
+    path = check_output_path(path) if path is not None else None
+    name = path if path is not None else "plan"
     text, _summary = _call(_planner().plan, _source(profile, "profile"), budget_text,
                            budget_kind, preset or "", semantics, name)
     return json.loads(_written(text, path))
@@ -121,5 +123,6 @@ def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac
         raise SacplanError(f"points {points}: must be between 2 and 1000")
     if not isinstance(semantics, str):
         raise SacplanError("semantics: expected a string")
+    path = check_output_path(path) if path is not None else None
     text, _summary = _call(_planner().frontier, _source(profile, "profile"), points, semantics)
     return json.loads(_written(text, path))

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import sacplan_torch
-from sacplan_cli import run, sacplan_binary
+from sacplan_cli import run
 from sacplan_torch import SacplanError, _planner
 
 
@@ -141,6 +141,8 @@ def test_no_binary_and_no_subprocess(profiles, monkeypatch):
     (lambda p: sacplan_torch.frontier(p, points=1), "points 1: must be between"),
     (lambda p: sacplan_torch.frontier(p, points=10**30), "must be between"),
     (lambda p: sacplan_torch.compare(p, "-3GB"), "budget '-3GB'"),
+    (lambda p: sacplan_torch.plan(p, preset="full", path=5), "path: expected a file name"),
+    (lambda p: sacplan_torch.frontier(p, path=""), "path: expected a file name"),
 ])
 def test_bad_input_is_one_sacplan_error(profiles, call, message):
     with pytest.raises(SacplanError) as caught:
@@ -160,4 +162,3 @@ def test_a_failed_write_leaves_no_file(profiles, tmp_path):
     with pytest.raises(SacplanError, match="smallest feasible"):
         sacplan_torch.plan(profiles["captured"], budget=1, path=target)
     assert not target.exists()
-    assert sacplan_binary()  # the comparisons above had the binary to compare with
