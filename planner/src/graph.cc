@@ -354,12 +354,11 @@ bool SameTensor(const TensorInfo& a, const TensorInfo& b) {
          a.requires_grad == b.requires_grad;
 }
 
-bool SameOp(const Op& a, const Op& b) {
+// Times aside, everything that decides an op's memory: its identity, what
+// its backward reads and the bytes it allocates.
+bool SameOpMemory(const Op& a, const Op& b) {
   if (OpIdentity(a) != OpIdentity(b) ||
-      a.backward_needs != b.backward_needs || a.fwd_ms != b.fwd_ms ||
-      a.bwd_ms != b.bwd_ms || a.checkpointed_fwd_ms != b.checkpointed_fwd_ms ||
-      a.saved_fwd_ms != b.saved_fwd_ms || a.checkpointed_bwd_ms != b.checkpointed_bwd_ms ||
-      a.recompute_ms != b.recompute_ms || a.replay_ms != b.replay_ms ||
+      a.backward_needs != b.backward_needs ||
       a.workspace_bytes != b.workspace_bytes ||
       a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
       a.param_bytes != b.param_bytes || a.collective != b.collective ||
@@ -372,6 +371,14 @@ bool SameOp(const Op& a, const Op& b) {
     if (!SameTensor(a.outputs[i], b.outputs[i])) return false;
   }
   return true;
+}
+
+bool SameOpTimes(const Op& a, const Op& b) {
+  return a.fwd_ms == b.fwd_ms && a.bwd_ms == b.bwd_ms &&
+         a.checkpointed_fwd_ms == b.checkpointed_fwd_ms &&
+         a.saved_fwd_ms == b.saved_fwd_ms &&
+         a.checkpointed_bwd_ms == b.checkpointed_bwd_ms &&
+         a.recompute_ms == b.recompute_ms && a.replay_ms == b.replay_ms;
 }
 
 }  // namespace
@@ -387,7 +394,7 @@ std::vector<std::string_view> OpIdentity(const Op& op) {
   return identity;
 }
 
-bool SameStructure(const Block& a, const Block& b) {
+bool SameMemoryStructure(const Block& a, const Block& b) {
   if (a.outputs != b.outputs || a.inputs.size() != b.inputs.size() ||
       a.ops.size() != b.ops.size()) {
     return false;
@@ -399,7 +406,15 @@ bool SameStructure(const Block& a, const Block& b) {
     }
   }
   for (size_t i = 0; i < a.ops.size(); ++i) {
-    if (!SameOp(a.ops[i], b.ops[i])) return false;
+    if (!SameOpMemory(a.ops[i], b.ops[i])) return false;
+  }
+  return true;
+}
+
+bool SameStructure(const Block& a, const Block& b) {
+  if (!SameMemoryStructure(a, b)) return false;
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    if (!SameOpTimes(a.ops[i], b.ops[i])) return false;
   }
   return true;
 }

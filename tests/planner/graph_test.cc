@@ -137,7 +137,26 @@ TEST(SameStructureTest, IgnoresTheIndexButNotCostsOrTensors) {
     edits[i](b);
     EXPECT_FALSE(SameStructure(a, b)) << "edit " << i;
     EXPECT_FALSE(SameStructure(b, a)) << "edit " << i;
+    // Edits 0 and 1 change only times.
+    EXPECT_EQ(SameMemoryStructure(a, b), i < 2) << "edit " << i;
   }
+}
+
+TEST(SameMemoryStructureTest, IgnoresEveryTimeButNothingElse) {
+  const Block a = testing::ChainBlock(0);
+  Block b = testing::ChainBlock(3);
+  for (Op& op : b.ops) {
+    op.fwd_ms *= 1.5;
+    op.bwd_ms *= 1.5;
+    op.checkpointed_fwd_ms = 1;
+    op.saved_fwd_ms = 2;
+    op.checkpointed_bwd_ms = 3;
+    op.recompute_ms = 4;
+    op.replay_ms = 5;
+  }
+  EXPECT_TRUE(SameMemoryStructure(a, b));
+  EXPECT_FALSE(SameStructure(a, b));
+  EXPECT_FALSE(SameMemoryStructure(a, testing::ChainBlock(0, 101)));
 }
 
 }  // namespace

@@ -208,6 +208,12 @@ std::vector<std::string_view> OpIdentity(const Op& op);
 // (their index aside), so that planning work done for one holds for the other.
 bool SameStructure(const Block& a, const Block& b);
 
+// SameStructure without the times: the blocks allocate and free the same
+// bytes in the same order under any save mask, so their simulated memory is
+// the same and only their recompute time can differ. Blocks of a captured
+// model, timed one by one, are typically like this.
+bool SameMemoryStructure(const Block& a, const Block& b);
+
 }  // namespace sacplan
 
 #endif  // SACPLAN_PLANNER_GRAPH_H_
