@@ -313,6 +313,51 @@ double TorchSacCheckpointMs(const BlockAnalysis& block, const SaveMask& saved) {
   return ms;
 }
 
+namespace {
+
+// Walks the ops from the last, with `required` (per tensor) starting as
+// what backward reads: an unsaved op whose outputs are required is
+// recomputed and requires its inputs; `on_saved_output(t)` is called for
+// each output t of the other ops once its requirement is final. A random op
+// is never recomputed: sacplan's executor re-runs ops one by one in
+// backward, where no generator replays its numbers. Returns the recompute
+// time.
+template <typename OnSavedOutput>
+double WalkRecomputes(const BlockAnalysis& block, const SaveMask& saved,
+                      std::vector<bool>& required, OnSavedOutput on_saved_output) {
+  const int tensor_count = static_cast<int>(block.tensors.size());
+  required.assign(tensor_count, false);
+  for (int t = 0; t < tensor_count; ++t) {
+    required[t] = block.tensors[t].needed_by_backward;
+  }
+  double recompute_ms = 0;
+  for (int k = block.op_count() - 1; k >= 0; --k) {
+    const OpNode& op = block.ops[k];
+    if (!IsSaved(block, saved, k) && !op.random) {
+      bool any_required = false;
+      for (int out : op.outputs) any_required |= required[out];
+      if (any_required) {
+        for (int in : op.inputs) required[in] = true;
+        recompute_ms += op.fwd_ms;
+      }
+      continue;
+    }
+    for (int out : op.outputs) on_saved_output(out);
+  }
+  return recompute_ms;
+}
+
+}  // namespace
+
+double RecomputeMs(const BlockAnalysis& block, const SaveMask& saved,
+                   Semantics semantics) {
+  if (semantics == Semantics::kTorchSac && !EveryOpSaved(block, saved)) {
+    return TorchSacCheckpointMs(block, saved);
+  }
+  std::vector<bool> required;
+  return WalkRecomputes(block, saved, required, [](int) {});
+}
+
 // Which tensors survive forward. sacplan keeps a saved op's output only if
 // backward reads it directly or through a recompute; so does plain autograd
 // (torch-sac saving every op), which also lets the carried input go when
@@ -327,28 +372,10 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
   const int tensor_count = static_cast<int>(block.tensors.size());
   outcome.kept.assign(tensor_count, false);
   outcome.holds_output.assign(block.outputs.size(), false);
-  std::vector<bool> required(tensor_count, false);
-  for (int t = 0; t < tensor_count; ++t) {
-    required[t] = block.tensors[t].needed_by_backward;
-  }
-  for (int k = block.op_count() - 1; k >= 0; --k) {
-    const OpNode& op = block.ops[k];
-    bool any_required = false;
-    for (int out : op.outputs) any_required |= required[out];
-    // A random op is never recomputed here: sacplan's executor re-runs ops
-    // one by one in backward, where no generator replays its numbers.
-    if (!IsSaved(block, saved, k) && !op.random) {
-      if (any_required) {
-        for (int in : op.inputs) required[in] = true;
-        outcome.recompute_ms += op.fwd_ms;
-      }
-      continue;
-    }
-    for (int out : op.outputs) {
-      if (block.tensors[out].block_output) continue;
-      outcome.kept[out] = required[out];
-    }
-  }
+  std::vector<bool> required;
+  outcome.recompute_ms = WalkRecomputes(block, saved, required, [&](int out) {
+    if (!block.tensors[out].block_output) outcome.kept[out] = required[out];
+  });
   // sacplan's executor keeps the carried inputs, as a checkpoint keeps its
   // inputs; plain autograd keeps one only for a backward that reads it.
   for (int t : block.carried_inputs) {

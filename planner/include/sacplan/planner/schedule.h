@@ -203,6 +203,9 @@ SaveMask ReplayRandomOps(const BlockAnalysis& block, SaveMask saved);
 
 SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);
+// DecideSaves(block, saved, semantics).recompute_ms, without the rest.
+double RecomputeMs(const BlockAnalysis& block, const SaveMask& saved,
+                   Semantics semantics);
 
 // torch-sac: whether the backward re-run of a checkpointed block reaches op
 // `op` (recomputes it when unsaved, pops its cached outputs when saved): the
