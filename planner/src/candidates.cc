@@ -7,6 +7,11 @@
 namespace sacplan {
 namespace {
 
+// InitialCandidates' frontier keeps one label per this many candidate
+// quanta of kept bytes: the neighbour search refines between them, and
+// planning a captured block costs a fraction of the exact frontier's.
+constexpr int64_t kFrontierLabelGrain = 4;
+
 // Ops a checkpointed block may save or not: collectives are always saved,
 // never_save ops never are.
 std::vector<int> FreeOps(const BlockAnalysis& block) {
@@ -24,25 +29,69 @@ bool HasNeverSave(const BlockAnalysis& block) {
   return false;
 }
 
-// A partial decision: bytes kept and time recomputed so far.
+// The ops a partial decision saves, as a path back to the first: labels
+// share their common prefix instead of each copying a whole mask.
+struct SavedOp {
+  int op;
+  int previous;  // index into the same vector, -1 at the start
+};
+
+class SavedOps {
+ public:
+  int Add(int op, int previous) {
+    nodes_.push_back({op, previous});
+    return static_cast<int>(nodes_.size()) - 1;
+  }
+  SaveMask Mask(int node, int op_count) const {
+    SaveMask mask(op_count, false);
+    for (; node >= 0; node = nodes_[node].previous) mask[nodes_[node].op] = true;
+    return mask;
+  }
+
+ private:
+  std::vector<SavedOp> nodes_;
+};
+
+// A partial decision: bytes kept and time recomputed so far, and the ops
+// saved (a SavedOps node).
 struct Label {
   int64_t kept_bytes = 0;
   double recompute_ms = 0;
-  SaveMask mask;
+  int saved = -1;
 };
 
-// Keeps the labels no other label beats on both kept bytes and time.
-void PruneDominated(std::vector<Label>& labels) {
-  std::sort(labels.begin(), labels.end(), [](const Label& a, const Label& b) {
-    if (a.kept_bytes != b.kept_bytes) return a.kept_bytes < b.kept_bytes;
-    return a.recompute_ms < b.recompute_ms;
-  });
-  std::vector<Label> kept;
-  for (Label& label : labels) {
-    if (!kept.empty() && label.recompute_ms >= kept.back().recompute_ms) continue;
-    kept.push_back(std::move(label));
+bool ByKeptThenTime(const Label& a, const Label& b) {
+  if (a.kept_bytes != b.kept_bytes) return a.kept_bytes < b.kept_bytes;
+  return a.recompute_ms < b.recompute_ms;
+}
+
+// Appends `run`, sorted ByKeptThenTime, to `labels`, sorted too, keeping
+// them sorted. Adding one op's bytes or time to every label of a pruned
+// list keeps its order, so each step of the frontier programmes merges
+// sorted runs instead of sorting.
+void MergeSorted(std::vector<Label>& labels, const std::vector<Label>& run) {
+  const size_t middle = labels.size();
+  labels.insert(labels.end(), run.begin(), run.end());
+  std::inplace_merge(labels.begin(), labels.begin() + middle, labels.end(),
+                     ByKeptThenTime);
+}
+
+// Keeps the labels, sorted ByKeptThenTime, that no other label beats on
+// both kept bytes and time, and of those whose kept bytes fall in one
+// multiple of `quantum_bytes`, only the fastest. quantum_bytes 1 keeps the
+// exact frontier.
+void PruneDominated(std::vector<Label>& labels, int64_t quantum_bytes) {
+  size_t kept = 0;
+  for (const Label& label : labels) {
+    if (kept > 0 && label.recompute_ms >= labels[kept - 1].recompute_ms) continue;
+    if (kept > 0 && label.kept_bytes / quantum_bytes ==
+                        labels[kept - 1].kept_bytes / quantum_bytes) {
+      labels[kept - 1] = label;
+      continue;
+    }
+    labels[kept++] = label;
   }
-  labels = std::move(kept);
+  labels.resize(kept);
 }
 
 int64_t KeepableBytes(const BlockAnalysis& block, int op) {
@@ -58,28 +107,34 @@ int64_t KeepableBytes(const BlockAnalysis& block, int op) {
 // recompute it, spares its forward time. Saving an op the re-run never
 // reaches spares nothing, so those stay unsaved (DropUselessSaves).
 // Saving every op is plain autograd, which keeps less; it is added as is.
-std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block) {
+std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block,
+                                       int64_t quantum_bytes) {
   std::vector<int> items;
   for (int k : FreeOps(block)) {
     if (TorchSacRerunReaches(block, k)) items.push_back(k);
   }
-  const SaveMask none_saved(block.op_count(), false);
-  std::vector<Label> labels{{0, TorchSacCheckpointMs(block, none_saved), none_saved}};
+  SavedOps saved_ops;
+  std::vector<Label> labels{
+      {0, TorchSacCheckpointMs(block, SaveMask(block.op_count(), false)), -1}};
+  std::vector<Label> saved_run;
   for (int k : items) {
-    const size_t before = labels.size();
-    for (size_t i = 0; i < before; ++i) {
-      Label saved = labels[i];
+    const OpNode& op = block.ops[k];
+    saved_run.clear();
+    for (const Label& label : labels) {
+      Label saved = label;
       saved.kept_bytes += KeepableBytes(block, k);
-      const OpNode& op = block.ops[k];
       saved.recompute_ms += op.saved_fwd_extra_ms - op.checkpointed_fwd_extra_ms +
                             op.replay_ms - op.recompute_ms;
-      saved.mask[k] = true;
-      labels.push_back(std::move(saved));
+      saved.saved = saved_ops.Add(k, saved.saved);
+      saved_run.push_back(saved);
     }
-    PruneDominated(labels);
+    MergeSorted(labels, saved_run);
+    PruneDominated(labels, quantum_bytes);
   }
   std::vector<SaveMask> masks;
-  for (Label& label : labels) masks.push_back(std::move(label.mask));
+  for (const Label& label : labels) {
+    masks.push_back(saved_ops.Mask(label.saved, block.op_count()));
+  }
   masks.push_back(SaveMask(block.op_count(), true));
   return masks;
 }
@@ -88,11 +143,14 @@ std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block) {
 // required in backward when its backward reads them or when a later op chosen
 // for recompute reads them; the state is the set of not-yet-decided tensors
 // that some recomputed op reads.
-std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
+std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
+                                      int64_t quantum_bytes) {
   const int tensor_count = static_cast<int>(block.tensors.size());
   using State = std::string;  // one char per tensor: '1' = needed by a recompute
+  SavedOps saved_ops;
+  std::vector<Label> run;
   std::unordered_map<State, std::vector<Label>> states;
-  states[State(tensor_count, '0')] = {{0, 0, SaveMask(block.op_count(), false)}};
+  states[State(tensor_count, '0')] = {{0, 0, -1}};
   for (int k = block.op_count() - 1; k >= 0; --k) {
     const OpNode& op = block.ops[k];
     std::unordered_map<State, std::vector<Label>> next;
@@ -108,18 +166,20 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
         cleared[out] = '0';
       }
       if (!required) {
-        auto& into = next[cleared];
-        into.insert(into.end(), labels.begin(), labels.end());
+        MergeSorted(next[cleared], labels);
         continue;
       }
       // A random op is kept whatever its mask says (DecideSaves), so a
       // never_save one, which no mask may save, is kept all the same.
-      auto& saved_into = next[cleared];
-      for (const Label& label : labels) {
-        Label saved = label;
-        saved.kept_bytes += required_bytes;
-        saved.mask[k] = !op.never_save;
-        if (!op.never_save || op.random) saved_into.push_back(std::move(saved));
+      if (!op.never_save || op.random) {
+        run.clear();
+        for (const Label& label : labels) {
+          Label saved = label;
+          saved.kept_bytes += required_bytes;
+          if (!op.never_save) saved.saved = saved_ops.Add(k, saved.saved);
+          run.push_back(saved);
+        }
+        MergeSorted(next[cleared], run);
       }
       // sacplan never recomputes a random op (DecideSaves).
       if (op.collective || op.random) continue;
@@ -127,19 +187,22 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block) {
       for (int in : op.inputs) {
         if (block.tensors[in].producer >= 0) recomputed[in] = '1';
       }
-      auto& recomputed_into = next[recomputed];
+      run.clear();
       for (const Label& label : labels) {
         Label again = label;
         again.recompute_ms += op.fwd_ms;
-        recomputed_into.push_back(std::move(again));
+        run.push_back(again);
       }
+      MergeSorted(next[recomputed], run);
     }
-    for (auto& [state, labels] : next) PruneDominated(labels);
+    for (auto& [state, labels] : next) PruneDominated(labels, quantum_bytes);
     states = std::move(next);
   }
   std::vector<SaveMask> masks;
-  for (auto& [state, labels] : states) {
-    for (Label& label : labels) masks.push_back(std::move(label.mask));
+  for (const auto& [state, labels] : states) {
+    for (const Label& label : labels) {
+      masks.push_back(saved_ops.Mask(label.saved, block.op_count()));
+    }
   }
   // No checkpoint at all may still keep never_save ops.
   if (HasNeverSave(block)) masks.push_back(SaveMask(block.op_count(), true));
@@ -228,9 +291,11 @@ std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
 }
 
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
-                                        Semantics semantics) {
-  return semantics == Semantics::kTorchSac ? TorchSacKnapsack(block)
-                                           : SacplanFrontier(block);
+                                        Semantics semantics,
+                                        int64_t quantum_bytes) {
+  quantum_bytes = std::max<int64_t>(1, quantum_bytes);
+  return semantics == Semantics::kTorchSac ? TorchSacKnapsack(block, quantum_bytes)
+                                           : SacplanFrontier(block, quantum_bytes);
 }
 
 std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
@@ -260,53 +325,82 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
 std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics) {
+  return ParetoCandidates(masks, [&](const SaveMask& mask) {
+    return EvaluateBlock(block, mask, semantics);
+  });
+}
+
+std::vector<BlockCandidate> ParetoCandidates(const std::vector<SaveMask>& masks,
+                                             const EvaluateFn& evaluate) {
   std::vector<BlockCandidate> all;
   all.reserve(masks.size());
-  for (const SaveMask& mask : masks) {
-    all.push_back({mask, EvaluateBlock(block, mask, semantics)});
-  }
+  for (const SaveMask& mask : masks) all.push_back({mask, evaluate(mask)});
   return ParetoFilter(std::move(all), 1);
 }
 
-std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
-                                            Semantics semantics,
-                                            int exhaustive_max_ops,
-                                            int64_t quantum_bytes) {
-  // torch-sac: every mask replays its random ops (ReplayRandomOps, after
-  // DropUselessSaves, which only unsaves and so keeps that).
-  auto useful = [&](std::vector<SaveMask> masks) {
-    if (semantics != Semantics::kTorchSac) return masks;
-    masks = DropUselessSaves(block, std::move(masks));
-    for (SaveMask& mask : masks) mask = ReplayRandomOps(block, std::move(mask));
-    std::sort(masks.begin(), masks.end());
-    masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
-    return masks;
-  };
-  if (static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops) {
-    return ThinCandidates(
-        ParetoCandidates(block, useful(AllSaveMasks(block)), semantics),
-        quantum_bytes);
-  }
-  // Neighbours of candidates the thinning would drop are as good as dropped
-  // too, so only the thinned frontier gets neighbours.
-  std::vector<BlockCandidate> frontier = ThinCandidates(
-      ParetoCandidates(block, useful(FrontierSaveMasks(block, semantics)), semantics),
-      quantum_bytes);
-  std::vector<SaveMask> survivors;
-  for (const BlockCandidate& candidate : frontier) survivors.push_back(candidate.mask);
+namespace {
+
+// torch-sac: every mask unsaves what the re-run never reaches
+// (DropUselessSaves) and replays its random ops (ReplayRandomOps, which
+// only saves and so keeps the first). Sorted, unique.
+std::vector<SaveMask> UsefulMasks(const BlockAnalysis& block, Semantics semantics,
+                                  std::vector<SaveMask> masks) {
+  if (semantics != Semantics::kTorchSac) return masks;
+  masks = DropUselessSaves(block, std::move(masks));
+  for (SaveMask& mask : masks) mask = ReplayRandomOps(block, std::move(mask));
+  std::sort(masks.begin(), masks.end());
+  masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+  return masks;
+}
+
+}  // namespace
+
+bool EnumeratesEverySaveSet(const BlockAnalysis& block, int exhaustive_max_ops) {
+  return static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops;
+}
+
+namespace {
+
+std::vector<BlockCandidate> Initial(const BlockAnalysis& block, Semantics semantics,
+                                    int exhaustive_max_ops, int64_t quantum_bytes,
+                                    int64_t label_quantum_bytes,
+                                    const EvaluateFn& evaluate) {
+  const std::vector<SaveMask> masks =
+      EnumeratesEverySaveSet(block, exhaustive_max_ops)
+          ? AllSaveMasks(block)
+          : FrontierSaveMasks(block, semantics, label_quantum_bytes);
+  return ThinCandidates(
+      ParetoCandidates(UsefulMasks(block, semantics, masks), evaluate), quantum_bytes);
+}
+
+}  // namespace
+
+std::vector<BlockCandidate> InitialCandidates(const BlockAnalysis& block,
+                                              Semantics semantics,
+                                              int exhaustive_max_ops,
+                                              int64_t quantum_bytes,
+                                              const EvaluateFn& evaluate) {
+  return Initial(block, semantics, exhaustive_max_ops, quantum_bytes,
+                 kFrontierLabelGrain * quantum_bytes, evaluate);
+}
+
+std::vector<SaveMask> NeighboursWorthSimulating(
+    const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
+    const std::vector<BlockCandidate>& known) {
   // A neighbour's peaks are at least its kept bytes plus the block outputs
   // (live at the end of forward, and as their gradients when backward
-  // starts); skip simulating those a frontier candidate beats even against
+  // starts); skip simulating those a known candidate beats even against
   // that.
   int64_t output_bytes = 0;
   for (int out : block.outputs) output_bytes += block.tensors[out].bytes;
   std::vector<SaveMask> worth_simulating;
-  for (SaveMask& mask : useful(WithNeighbours(block, std::move(survivors)))) {
+  for (SaveMask& mask :
+       UsefulMasks(block, semantics, WithNeighbours(block, std::move(masks)))) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);
     const int64_t least_peak = outcome.kept_bytes + output_bytes;
     bool beaten = false;
-    for (const BlockCandidate& known : frontier) {
-      const BlockCost& c = known.cost;
+    for (const BlockCandidate& candidate : known) {
+      const BlockCost& c = candidate.cost;
       if (c.kept_bytes <= outcome.kept_bytes && c.recompute_ms <= outcome.recompute_ms &&
           c.forward_peak_bytes <= least_peak && c.backward_peak_bytes <= least_peak) {
         beaten = true;
@@ -315,8 +409,24 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
     }
     if (!beaten) worth_simulating.push_back(std::move(mask));
   }
-  std::vector<BlockCandidate> all =
-      ParetoCandidates(block, worth_simulating, semantics);
+  return worth_simulating;
+}
+
+std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
+                                            Semantics semantics,
+                                            int exhaustive_max_ops,
+                                            int64_t quantum_bytes) {
+  std::vector<BlockCandidate> frontier =
+      Initial(block, semantics, exhaustive_max_ops, quantum_bytes, 1,
+              [&](const SaveMask& mask) { return EvaluateBlock(block, mask, semantics); });
+  if (EnumeratesEverySaveSet(block, exhaustive_max_ops)) return frontier;
+  // Neighbours of candidates the thinning would drop are as good as dropped
+  // too, so only the thinned frontier gets neighbours.
+  std::vector<SaveMask> survivors;
+  for (const BlockCandidate& candidate : frontier) survivors.push_back(candidate.mask);
+  std::vector<BlockCandidate> all = ParetoCandidates(
+      block, NeighboursWorthSimulating(block, semantics, std::move(survivors), frontier),
+      semantics);
   all.insert(all.end(), std::make_move_iterator(frontier.begin()),
              std::make_move_iterator(frontier.end()));
   return ParetoFilter(std::move(all), quantum_bytes);

@@ -8,6 +8,7 @@
 #ifndef SACPLAN_PLANNER_SRC_CANDIDATES_H_
 #define SACPLAN_PLANNER_SRC_CANDIDATES_H_
 
+#include <functional>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
@@ -20,6 +21,10 @@ struct BlockCandidate {
   SaveMask mask;
   BlockCost cost;
 };
+
+// A block's cost under a save mask: EvaluateBlock, or one that reuses a
+// simulation of a block with the same memory structure.
+using EvaluateFn = std::function<BlockCost(const SaveMask&)>;
 
 // Every save set of the non-collective ops (2^n of them). Only for small n.
 std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
@@ -34,13 +39,15 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
 std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
                                        std::vector<SaveMask> masks);
 
-// The save sets on the exact Pareto frontier of (kept bytes, recompute time)
-// for `semantics`: for torch-sac a 0/1 knapsack over the ops the re-run
+// The save sets on the Pareto frontier of (kept bytes, recompute time) for
+// `semantics`, of those whose kept bytes fall in one multiple of
+// `quantum_bytes` only the fastest (1: the exact frontier): for torch-sac a 0/1 knapsack over the ops the re-run
 // reaches (both quantities add up over them) plus saving every op (plain
 // autograd); for sacplan a dynamic programme over the ops in reverse order
 // whose state is which already-decided consumers need a tensor recomputed.
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
-                                        Semantics semantics);
+                                        Semantics semantics,
+                                        int64_t quantum_bytes);
 
 // The masks plus every mask one op's decision away from one of them: the
 // (kept, recompute) frontier misses save sets whose transient peaks are
@@ -53,12 +60,38 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
 std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics);
+std::vector<BlockCandidate> ParetoCandidates(const std::vector<SaveMask>& masks,
+                                             const EvaluateFn& evaluate);
 
-// The candidates of one block, thinned to `quantum_bytes` (ThinCandidates):
-// every save set when it has at most `exhaustive_max_ops` free ops;
-// otherwise the (kept, recompute) frontier, reduced to its thinned Pareto
-// candidates, and every one-op neighbour of those. For torch-sac the sets
-// pass through DropUselessSaves.
+// Whether BlockCandidates enumerates every save set of `block` (at most
+// `exhaustive_max_ops` free ops), which makes the solver exact on it.
+bool EnumeratesEverySaveSet(const BlockAnalysis& block, int exhaustive_max_ops);
+
+// The candidates of one block before any neighbour, costed by `evaluate`
+// and thinned to `quantum_bytes` (ThinCandidates): every save set when
+// EnumeratesEverySaveSet, otherwise the (kept, recompute) frontier at a
+// few times that grain (FrontierSaveMasks) reduced to its Pareto
+// candidates. For torch-sac the sets pass through DropUselessSaves and
+// ReplayRandomOps.
+std::vector<BlockCandidate> InitialCandidates(const BlockAnalysis& block,
+                                              Semantics semantics,
+                                              int exhaustive_max_ops,
+                                              int64_t quantum_bytes,
+                                              const EvaluateFn& evaluate);
+
+// The one-op neighbours of `masks` (WithNeighbours, made useful as in
+// InitialCandidates) that no `known` candidate beats even against a lower
+// bound of their peaks: those worth simulating. `known` costs must be in
+// `block`'s times.
+std::vector<SaveMask> NeighboursWorthSimulating(
+    const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
+    const std::vector<BlockCandidate>& known);
+
+// InitialCandidates, from the exact (kept, recompute) frontier, and, unless
+// it enumerated every save set, every one-op
+// neighbour of them worth simulating, Pareto-filtered and thinned. The
+// solver explores neighbours lazily instead, around the plans it picks
+// (Solver); this eager set is what that search is tested against.
 std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
                                             int exhaustive_max_ops,

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "candidates.h"
@@ -12,9 +16,62 @@
 
 namespace sacplan {
 
+namespace {
+
+// Enough for the picks to settle: each round adds the neighbours of picks
+// from the initial candidates that no round expanded before.
+constexpr int kMaxNeighbourRounds = 16;
+// How much wider the buckets of the chains that settle the picks are.
+constexpr int64_t kCoarseBuckets = 8;
+// How many initial candidates on each side of a pick, in kept bytes, have
+// their neighbours added with the pick's.
+constexpr int kNeighbourWindow = 2;
+
+// `candidate` costed in `block`'s times: a block with the same memory
+// structure as the one it was simulated on has the same bytes and peaks,
+// and DecideSaves (RecomputeMs) gives its recompute time.
+BlockCandidate InTimesOf(const BlockAnalysis& block, BlockCandidate candidate,
+                         Semantics semantics) {
+  candidate.cost.recompute_ms = RecomputeMs(block, candidate.mask, semantics);
+  return candidate;
+}
+
+}  // namespace
+
+// Blocks with one memory structure (SameMemoryStructure) whose neighbours
+// are found lazily: every save set simulated for any of them, on the first.
+// A block whose neighbours are eager has a class of its own (and blocks the
+// same as it, times too).
 struct Solver::BlockClass {
   const Block* representative = nullptr;
-  std::vector<BlockCandidate> candidates;
+  const BlockAnalysis* analysis = nullptr;  // the representative's
+  bool lazy = false;  // neighbours are added by solves (AddNeighbours)
+
+  // The cost of `mask` on the representative, simulated once.
+  BlockCost Cost(const SaveMask& mask, Semantics semantics) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto found = simulated.find(mask);
+      if (found != simulated.end()) return found->second;
+    }
+    const BlockCost cost = EvaluateBlock(*analysis, mask, semantics);
+    std::lock_guard<std::mutex> lock(mutex);
+    simulated.emplace(mask, cost);
+    return cost;
+  }
+
+ private:
+  std::mutex mutex;
+  std::map<SaveMask, BlockCost> simulated;
+};
+
+struct Solver::Search {
+  CandidateLists lists;
+  // Per block, the list this search grew (null until it grows): lists[b]
+  // then points to it, and later neighbours are appended in place.
+  std::vector<std::shared_ptr<std::vector<BlockCandidate>>> grown;
+  std::vector<std::unordered_set<SaveMask>> listed;    // per block, once it grew
+  std::vector<std::unordered_set<SaveMask>> expanded;  // per block
 };
 
 namespace {
@@ -147,26 +204,65 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
 
   for (size_t b = 0; b < model.blocks.size(); ++b) {
     const Block& block = model.model->blocks[b];
+    const BlockAnalysis& analysis = model.blocks[b];
+    // A block the same as an earlier one, times too, takes its candidates.
+    size_t same = 0;
+    while (same < b && !SameStructure(model.model->blocks[same], block)) ++same;
+    if (same < b) {
+      solver.block_class_.push_back(solver.block_class_[same]);
+      solver.block_candidates_.push_back(solver.block_candidates_[same]);
+      continue;
+    }
+    const bool eager = EnumeratesEverySaveSet(
+        analysis, std::max(options.exhaustive_max_ops, options.eager_neighbours_max_ops));
     BlockClass* match = nullptr;
     for (const auto& cls : solver.classes_) {
-      if (SameStructure(*cls->representative, block)) match = cls.get();
+      if (cls->lazy && !eager && SameMemoryStructure(*cls->representative, block)) {
+        match = cls.get();
+      }
     }
     if (match == nullptr) {
       auto cls = std::make_shared<BlockClass>();
       cls->representative = &block;
-      const BlockAnalysis& analysis = model.blocks[b];
-      cls->candidates = BlockCandidates(analysis, options.semantics,
-                                        options.exhaustive_max_ops,
-                                        candidate_quantum_bytes);
+      cls->analysis = &analysis;
+      cls->lazy = !eager;
       match = cls.get();
       solver.classes_.push_back(std::move(cls));
     }
     solver.block_class_.push_back(match);
+    // Its own frontier, from its own times: blocks timed one by one differ
+    // enough for another block's to cost a plan percents. The
+    // simulations, which only memory decides, are shared.
+    solver.block_candidates_.push_back(std::make_shared<const std::vector<BlockCandidate>>(
+        eager ? BlockCandidates(analysis, options.semantics, options.exhaustive_max_ops,
+                                candidate_quantum_bytes)
+              : InitialCandidates(analysis, options.semantics, options.exhaustive_max_ops,
+                                  candidate_quantum_bytes, [&](const SaveMask& mask) {
+                                    return InTimesOf(analysis, {mask, match->Cost(mask, options.semantics)},
+                                                     options.semantics)
+                                        .cost;
+                                  })));
   }
 
-  ASSIGN_OR_RETURN(
-      SolvedPlan least,
-      solver.Simulate(solver.RunChain(0, /*minimize_peak=*/true, options.memory_resolution)));
+  for (const auto& list : solver.block_candidates_) {
+    std::vector<int> order(list->size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      const BlockCost& a = (*list)[x].cost;
+      const BlockCost& b = (*list)[y].cost;
+      if (a.kept_bytes != b.kept_bytes) return a.kept_bytes < b.kept_bytes;
+      return a.recompute_ms < b.recompute_ms;
+    });
+    std::vector<int> rank(order.size());
+    for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int>(r);
+    solver.kept_order_.push_back(std::move(order));
+    solver.kept_rank_.push_back(std::move(rank));
+  }
+
+  Search search = solver.NewSearch();
+  const std::vector<int> least_choice = solver.SearchChain(
+      search, 0, /*minimize_peak=*/true, options.memory_resolution);
+  ASSIGN_OR_RETURN(SolvedPlan least, solver.Simulate(search.lists, least_choice));
   solver.reference_plans_.push_back(std::move(least));
   solver.min_peak_ = std::numeric_limits<int64_t>::max();
   for (const SolvedPlan& plan : solver.reference_plans_) {
@@ -177,15 +273,92 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   return solver;
 }
 
+Solver::Search Solver::NewSearch() const {
+  Search search;
+  search.lists = block_candidates_;
+  search.grown.resize(block_candidates_.size());
+  search.listed.resize(block_candidates_.size());
+  search.expanded.resize(block_candidates_.size());
+  return search;
+}
+
+bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice) const {
+  bool added = false;
+  for (size_t b = 0; b < choice.size(); ++b) {
+    BlockClass& cls = *block_class_[b];
+    if (!cls.lazy) continue;
+    // Neighbours of neighbours would walk away from the frontier one op at
+    // a time; the eager set stops at one step too.
+    const int initial = static_cast<int>(block_candidates_[b]->size());
+    if (choice[b] >= initial) continue;
+    const std::vector<BlockCandidate>& list = *search.lists[b];
+    // The pick and the initial candidates next to it in kept bytes: a
+    // neighbour of one of those may fit where the pick's do not.
+    const std::vector<int>& order = kept_order_[b];
+    const int at = kept_rank_[b][choice[b]];
+    std::vector<SaveMask> around;
+    for (int r = std::max(0, at - kNeighbourWindow);
+         r <= std::min(initial - 1, at + kNeighbourWindow); ++r) {
+      if (search.expanded[b].insert(list[order[r]].mask).second) {
+        around.push_back(list[order[r]].mask);
+      }
+    }
+    if (around.empty()) continue;
+    const BlockAnalysis& analysis = model_->blocks[b];
+    std::unordered_set<SaveMask>& listed = search.listed[b];
+    if (listed.empty()) {
+      for (const BlockCandidate& candidate : list) listed.insert(candidate.mask);
+    }
+    std::vector<BlockCandidate> fresh;
+    for (SaveMask& mask :
+         NeighboursWorthSimulating(analysis, options_.semantics, std::move(around), list)) {
+      if (!listed.insert(mask).second) continue;
+      const BlockCost cost = cls.Cost(mask, options_.semantics);
+      fresh.push_back(InTimesOf(analysis, {std::move(mask), cost}, options_.semantics));
+    }
+    if (fresh.empty()) continue;
+    auto& grown = search.grown[b];
+    if (grown == nullptr) {
+      grown = std::make_shared<std::vector<BlockCandidate>>(list);
+      search.lists[b] = grown;
+    }
+    grown->insert(grown->end(), std::make_move_iterator(fresh.begin()),
+                  std::make_move_iterator(fresh.end()));
+    added = true;
+  }
+  return added;
+}
+
+std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
+                                     bool minimize_peak, int resolution) const {
+  const int64_t quantum_bytes =
+      minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes, resolution);
+  // The picks settle on chains with coarser buckets, which cost a fraction
+  // of a chain at `resolution`; then the chain at `resolution` decides, and
+  // its picks get their neighbours too.
+  std::vector<int> choice;
+  for (const int64_t quantum : {kCoarseBuckets * quantum_bytes, quantum_bytes}) {
+    choice = RunChain(search.lists, budget_bytes, minimize_peak, quantum);
+    for (int round = 0; round < kMaxNeighbourRounds && !choice.empty(); ++round) {
+      if (!AddNeighbours(search, choice)) break;
+      std::vector<int> again = RunChain(search.lists, budget_bytes, minimize_peak, quantum);
+      if (again.empty()) break;
+      choice = std::move(again);
+    }
+  }
+  return choice;
+}
+
 int64_t Solver::MinPeakBytes() const { return min_peak_; }
 int64_t Solver::MaxUsefulPeakBytes() const { return max_useful_peak_; }
 
-int64_t Solver::ComposedPeak(const std::vector<int>& choice) const {
+int64_t Solver::ComposedPeak(const CandidateLists& lists,
+                             const std::vector<int>& choice) const {
   const StepConstants& c = *constants_;
   int64_t prefix = 0;
   int64_t peak = c.plan_independent_peak;
   for (size_t b = 0; b < choice.size(); ++b) {
-    const BlockCost& cost = block_class_[b]->candidates[choice[b]].cost;
+    const BlockCost& cost = (*lists[b])[choice[b]].cost;
     peak = std::max(peak, BlockMoment(c, static_cast<int>(b), cost, prefix));
     prefix += cost.kept_bytes;
   }
@@ -196,19 +369,18 @@ int64_t Solver::QuantumFor(int64_t budget_bytes, int resolution) const {
   return std::max<int64_t>(1, budget_bytes / std::max(1, resolution));
 }
 
-std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak,
-                                  int resolution) const {
+std::vector<int> Solver::RunChain(const CandidateLists& lists,
+                                  int64_t budget_bytes, bool minimize_peak,
+                                  int64_t quantum_bytes) const {
   const StepConstants& c = *constants_;
-  const int64_t quantum_bytes =
-      minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes, resolution);
-  const int block_count = static_cast<int>(block_class_.size());
+  const int block_count = static_cast<int>(lists.size());
   if (!minimize_peak && c.plan_independent_peak > budget_bytes) return {};
   // Kept bytes never exceed the budget (they are live at the head), nor the
   // sum of every block's largest kept bytes.
   int64_t max_prefix_bytes = 0;
-  for (const BlockClass* cls : block_class_) {
+  for (const auto& list : lists) {
     int64_t largest = 0;
-    for (const BlockCandidate& cand : cls->candidates) {
+    for (const BlockCandidate& cand : *list) {
       largest = std::max(largest, cand.cost.kept_bytes);
     }
     max_prefix_bytes += largest;
@@ -219,7 +391,7 @@ std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak,
                 -1, -1}};
   for (int b = 0; b < block_count; ++b) {
     BucketLayer next(quantum_bytes, max_prefix_bytes);
-    const std::vector<BlockCandidate>& candidates = block_class_[b]->candidates;
+    const std::vector<BlockCandidate>& candidates = *lists[b];
     const std::vector<std::pair<int64_t, int>> by_moment =
         UsefulCandidates(c, b, candidates, minimize_peak);
     for (int si = 0; si < static_cast<int>(layers[b].size()); ++si) {
@@ -265,12 +437,13 @@ std::vector<int> Solver::RunChain(int64_t budget_bytes, bool minimize_peak,
   return choice;
 }
 
-void Solver::ImproveGreedily(int64_t budget_bytes, std::vector<int>& choice) const {
+void Solver::ImproveGreedily(const CandidateLists& lists, int64_t budget_bytes,
+                             std::vector<int>& choice) const {
   bool improved = true;
   while (improved) {
     improved = false;
     for (size_t b = 0; b < choice.size(); ++b) {
-      const auto& candidates = block_class_[b]->candidates;
+      const std::vector<BlockCandidate>& candidates = *lists[b];
       const int current = choice[b];
       for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
         if (candidates[ci].cost.recompute_ms >= candidates[choice[b]].cost.recompute_ms) {
@@ -278,17 +451,18 @@ void Solver::ImproveGreedily(int64_t budget_bytes, std::vector<int>& choice) con
         }
         const int before = choice[b];
         choice[b] = ci;
-        if (ComposedPeak(choice) > budget_bytes) choice[b] = before;
+        if (ComposedPeak(lists, choice) > budget_bytes) choice[b] = before;
       }
       improved |= choice[b] != current;
     }
   }
 }
 
-absl::StatusOr<SolvedPlan> Solver::Simulate(const std::vector<int>& choice) const {
+absl::StatusOr<SolvedPlan> Solver::Simulate(const CandidateLists& lists,
+                                            const std::vector<int>& choice) const {
   SolvedPlan plan;
   for (size_t b = 0; b < choice.size(); ++b) {
-    plan.masks.push_back(block_class_[b]->candidates[choice[b]].mask);
+    plan.masks.push_back((*lists[b])[choice[b]].mask);
   }
   ASSIGN_OR_RETURN(plan.result, SimulateStep(*model_, plan.masks, options_.semantics));
   return plan;
@@ -309,12 +483,13 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
             : absl::StrCat(", ", DescribeRanks(model_->model->parallel)),
         ": no plan fits; give a budget of ", min_peak_, " bytes or more"));
   }
+  Search search = NewSearch();
   std::vector<int> choice =
-      RunChain(budget_bytes, /*minimize_peak=*/false, resolution);
+      SearchChain(search, budget_bytes, /*minimize_peak=*/false, resolution);
   absl::StatusOr<SolvedPlan> best = absl::NotFoundError("no plan");
   if (!choice.empty()) {
-    ImproveGreedily(budget_bytes, choice);
-    ASSIGN_OR_RETURN(best, Simulate(choice));
+    ImproveGreedily(search.lists, budget_bytes, choice);
+    ASSIGN_OR_RETURN(best, Simulate(search.lists, choice));
     if (best->result.peak_bytes > budget_bytes) {
       return absl::InternalError(absl::StrCat(
           "solver and simulator disagree: plan peak ", best->result.peak_bytes,

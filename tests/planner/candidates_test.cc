@@ -60,7 +60,7 @@ TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
                                       ? MarkedBlock(seed, 9)
                                       : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
       std::vector<SaveOutcome> frontier;
-      for (const SaveMask& mask : FrontierSaveMasks(block, semantics)) {
+      for (const SaveMask& mask : FrontierSaveMasks(block, semantics, 1)) {
         ASSERT_EQ(mask.size(), block.ops.size());
         frontier.push_back(DecideSaves(block, mask, semantics));
       }
@@ -74,6 +74,76 @@ TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
       }
       // And it is far smaller than the 2^n sets it stands for.
       EXPECT_LT(frontier.size(), all.size());
+    }
+  }
+}
+
+// At a coarser grain the frontier keeps one label per multiple of the
+// quantum at each op, so a save set is matched on time by one that keeps at
+// most a quantum more per op decided; and it is smaller.
+TEST(FrontierSaveMasksTest, AtAQuantumCoverEverySaveSetWithinAQuantumPerOp) {
+  constexpr int64_t kQuantum = 24;
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    size_t exact_total = 0;
+    size_t coarse_total = 0;
+    for (uint32_t seed = 1; seed <= 25; ++seed) {
+      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
+      const BlockAnalysis block = seed % 3 == 0
+                                      ? MarkedBlock(seed, 9)
+                                      : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+      const int64_t slack = kQuantum * block.op_count();
+      std::vector<SaveOutcome> coarse;
+      for (const SaveMask& mask : FrontierSaveMasks(block, semantics, kQuantum)) {
+        coarse.push_back(DecideSaves(block, mask, semantics));
+      }
+      exact_total += FrontierSaveMasks(block, semantics, 1).size();
+      coarse_total += coarse.size();
+      std::vector<SaveMask> all = AllSaveMasks(block);
+      if (semantics == Semantics::kTorchSac) all = DropUselessSaves(block, std::move(all));
+      for (const SaveMask& mask : all) {
+        const SaveOutcome outcome = DecideSaves(block, mask, semantics);
+        EXPECT_TRUE(std::any_of(coarse.begin(), coarse.end(), [&](const SaveOutcome& f) {
+          return f.kept_bytes <= outcome.kept_bytes + slack &&
+                 f.recompute_ms <= outcome.recompute_ms + 1e-9;
+        })) << "kept " << outcome.kept_bytes << " recompute " << outcome.recompute_ms;
+      }
+    }
+    EXPECT_LT(coarse_total, exact_total) << SemanticsName(semantics);
+  }
+}
+
+// The solver costs a block in another block's simulation plus its own
+// DecideSaves time (blocks of one memory structure): that needs
+// DecideSaves's recompute time to be the simulated one, and the peaks not
+// to depend on times.
+TEST(EvaluateBlockTest, RecomputeTimeIsDecideSavesAndPeaksIgnoreTimes) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 8; ++seed) {
+      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
+      Model model = testing::RandomModel(1, 8, seed, false);
+      testing::AddTorchSacCosts(model, seed);
+      Block& base = model.blocks[0];
+      if (seed % 2 == 0) base.ops[3].never_save = true;
+      Block retimed = base;
+      for (size_t k = 0; k < retimed.ops.size(); ++k) {
+        Op& op = retimed.ops[k];
+        op.fwd_ms += 0.5 * static_cast<double>(k % 3);
+        op.bwd_ms += 0.25;
+        *op.recompute_ms += 1;
+        *op.replay_ms += 0.75 * static_cast<double>(k % 2);
+      }
+      const BlockAnalysis a = *AnalyzeBlock(base);
+      const BlockAnalysis b = *AnalyzeBlock(retimed);
+      for (const SaveMask& mask : AllSaveMasks(a)) {
+        const BlockCost cost_a = EvaluateBlock(a, mask, semantics);
+        const BlockCost cost_b = EvaluateBlock(b, mask, semantics);
+        EXPECT_DOUBLE_EQ(cost_a.recompute_ms, DecideSaves(a, mask, semantics).recompute_ms);
+        EXPECT_DOUBLE_EQ(cost_b.recompute_ms, DecideSaves(b, mask, semantics).recompute_ms);
+        EXPECT_EQ(cost_a.kept_bytes, cost_b.kept_bytes);
+        EXPECT_EQ(cost_a.forward_peak_bytes, cost_b.forward_peak_bytes);
+        EXPECT_EQ(cost_a.backward_peak_bytes, cost_b.backward_peak_bytes);
+        EXPECT_EQ(cost_a.recomputed_ops, cost_b.recomputed_ops);
+      }
     }
   }
 }

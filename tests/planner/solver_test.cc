@@ -70,6 +70,8 @@ struct ExactCase {
   Semantics semantics;
   int exhaustive_max_ops;
   bool torch_sac_costs = false;  // measured costs (testing::AddTorchSacCosts)
+  // 0: neighbours found lazily, as on captured blocks (SolverOptions).
+  int eager_neighbours_max_ops = SolverOptions().eager_neighbours_max_ops;
 };
 
 class SolverExactTest : public ::testing::TestWithParam<ExactCase> {};
@@ -84,7 +86,36 @@ TEST_P(SolverExactTest, MatchesBruteForce) {
     SolverOptions options;
     options.semantics = param.semantics;
     options.exhaustive_max_ops = param.exhaustive_max_ops;
+    options.eager_neighbours_max_ops = param.eager_neighbours_max_ops;
     ExpectMatchesBruteForce(model, options, seed);
+  }
+}
+
+// Blocks timed one by one (a captured model) share a memory structure but
+// not their times: the lazy search shares their simulations and costs each
+// block in its own times, and still matches brute force.
+TEST(SolverTimesOnlyTest, BlocksDifferingOnlyInTimeMatchBruteForce) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 6; ++seed) {
+      Model model = testing::RandomModel(3, 5, seed, /*identical=*/true);
+      if (semantics == Semantics::kTorchSac) testing::AddTorchSacCosts(model, seed);
+      for (size_t b = 1; b < model.blocks.size(); ++b) {
+        for (size_t k = 0; k < model.blocks[b].ops.size(); ++k) {
+          model.blocks[b].ops[k].fwd_ms += 0.25 * static_cast<double>((b * 3 + k) % 4);
+          if (model.blocks[b].ops[k].recompute_ms) {
+            *model.blocks[b].ops[k].recompute_ms += 0.25 * static_cast<double>((b + k) % 3);
+          }
+        }
+      }
+      ASSERT_TRUE(SameMemoryStructure(model.blocks[0], model.blocks[2]));
+      ASSERT_FALSE(SameStructure(model.blocks[0], model.blocks[2]));
+      SolverOptions options;
+      options.semantics = semantics;
+      options.exhaustive_max_ops = 0;
+      options.eager_neighbours_max_ops = 0;
+      SCOPED_TRACE(SemanticsName(semantics));
+      ExpectMatchesBruteForce(model, options, seed);
+    }
   }
 }
 
@@ -108,7 +139,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ExactCase{Semantics::kSacplan, 0},
                       ExactCase{Semantics::kTorchSac, 0},
                       ExactCase{Semantics::kTorchSac, 12, true},
-                      ExactCase{Semantics::kTorchSac, 0, true}));
+                      ExactCase{Semantics::kTorchSac, 0, true},
+                      ExactCase{Semantics::kSacplan, 0, false, 0},
+                      ExactCase{Semantics::kTorchSac, 0, false, 0},
+                      ExactCase{Semantics::kTorchSac, 0, true, 0}));
 
 // The same against brute force with buckets wider than a byte: with
 // memory_resolution 24 a budget W gets buckets of q = W / 24 bytes (tens of

@@ -13,6 +13,8 @@
 
 namespace sacplan {
 
+struct BlockCandidate;
+
 struct SolverOptions {
   Semantics semantics = Semantics::kSacplan;
   // Blocks with at most this many free (non-collective) ops have every save
@@ -27,6 +29,15 @@ struct SolverOptions {
   // The same for each of Frontier()'s solves, which trade a little speed per
   // point for many points.
   int frontier_resolution = 1024;
+  // Blocks with more free ops than exhaustive_max_ops start from their
+  // (kept, recompute) frontier and add the one-op neighbours of its
+  // candidates, which can have lower transient peaks. Up to this many free
+  // ops every candidate's neighbours are simulated up front. Above it
+  // (captured blocks of a hundred aten ops and more, where that takes
+  // seconds) only the neighbours of the candidates a solve picks and of
+  // those next to them in kept bytes are, and the solve repeats until its
+  // picks settle.
+  int eager_neighbours_max_ops = 48;
 };
 
 struct SolvedPlan {
@@ -35,7 +46,9 @@ struct SolvedPlan {
 };
 
 // A solver prepares per-block candidates once; Solve and Frontier then reuse
-// them. `model` must outlive the solver.
+// them, and share the neighbours they simulate (safe across threads).
+// Blocks that differ only in their times (SameMemoryStructure) share one
+// simulation of each save set. `model` must outlive the solver.
 class Solver {
  public:
   static absl::StatusOr<Solver> Create(const AnalyzedModel& model,
@@ -58,7 +71,7 @@ class Solver {
   // repeated plans dropped; sorted by ascending peak. points >= 2.
   std::vector<SolvedPlan> Frontier(int points) const;
 
-  struct BlockClass;  // blocks sharing a structure share candidates
+  struct BlockClass;  // blocks sharing a memory structure share simulations
 
   // Memory that is live whatever the plan at the moments the chain DP
   // checks, in bytes; the DP adds P_j (the kept bytes of the blocks before
@@ -81,25 +94,49 @@ class Solver {
   const StepConstants& constants() const { return *constants_; }
 
  private:
+  // Per block, the candidates a solve chooses from, costed in that block's
+  // times. Shared until a solve adds neighbours to one.
+  using CandidateLists =
+      std::vector<std::shared_ptr<const std::vector<BlockCandidate>>>;
+  struct Search;  // one solve's lists and the masks it already expanded
+
   Solver() = default;
-  // Candidate index per block; empty when nothing fits. With
-  // minimize_peak the budget is ignored and the running peak minimised.
-  std::vector<int> RunChain(int64_t budget_bytes, bool minimize_peak,
-                            int resolution) const;
+  Search NewSearch() const;
+  // Candidate index per block; empty when nothing fits. One state per
+  // bucket of `quantum_bytes` kept bytes. With minimize_peak the budget is
+  // ignored and the running peak minimised.
+  std::vector<int> RunChain(const CandidateLists& lists, int64_t budget_bytes,
+                            bool minimize_peak, int64_t quantum_bytes) const;
+  // RunChain at `resolution` (the least-peak chain at the solver's grain),
+  // with the neighbours of each chosen candidate added to its block's list
+  // and the chain run again, until no pick has new neighbours.
+  std::vector<int> SearchChain(Search& search, int64_t budget_bytes,
+                               bool minimize_peak, int resolution) const;
+  // Adds to each block's list the neighbours of its chosen candidate not
+  // tried before; false when there were none.
+  bool AddNeighbours(Search& search, const std::vector<int>& choice) const;
   absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution) const;
   // Bucket size for a budget: budget / resolution, at least 1.
   int64_t QuantumFor(int64_t budget_bytes, int resolution) const;
   // Peak of a choice of candidates, composed from block costs.
-  int64_t ComposedPeak(const std::vector<int>& choice) const;
+  int64_t ComposedPeak(const CandidateLists& lists,
+                       const std::vector<int>& choice) const;
   // Swaps single blocks to faster candidates while the peak still fits.
-  void ImproveGreedily(int64_t budget_bytes, std::vector<int>& choice) const;
-  absl::StatusOr<SolvedPlan> Simulate(const std::vector<int>& choice) const;
+  void ImproveGreedily(const CandidateLists& lists, int64_t budget_bytes,
+                       std::vector<int>& choice) const;
+  absl::StatusOr<SolvedPlan> Simulate(const CandidateLists& lists,
+                                      const std::vector<int>& choice) const;
 
   const AnalyzedModel* model_ = nullptr;
   SolverOptions options_;
   std::shared_ptr<const StepConstants> constants_;
   int64_t quantum_bytes_ = 1;
   std::vector<BlockClass*> block_class_;  // per block, into classes_
+  CandidateLists block_candidates_;       // per block
+  // Per block, its initial candidates' indices by ascending kept bytes, and
+  // each index's place in that order.
+  std::vector<std::vector<int>> kept_order_;
+  std::vector<std::vector<int>> kept_rank_;
   std::vector<std::shared_ptr<BlockClass>> classes_;
   // Whole plans Solve falls back on when they beat the DP's answer: the
   // presets and the least-peak plan. Keeps the solver never worse than a
