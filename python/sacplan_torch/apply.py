@@ -7,7 +7,7 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
 from torch import nn
@@ -198,7 +198,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
 
 
 def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
-               model_name: str | None = None) -> AppliedPlan:
+               model_name: str | None = None, profile=None) -> AppliedPlan:
     """Checkpoints the model's blocks as `plan` says.
 
     Each block whose plan entry has `checkpoint: true` runs under
@@ -216,8 +216,19 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     runs. Blocks compiled with torch.compile, before or after, work
     (docs/python.md, "torch.compile"): the policy names the calls AOTAutograd
     traces, and op ids the block never runs are refused while it compiles.
+    The plan is read by sacplan's own reader (the command line's, in this
+    process), which refuses what `sacplan simulate` refuses with the same
+    message. With `profile` (the capture of this model, a dict or a path),
+    it is also checked against it as `sacplan simulate` does: model name and
+    config, graph fingerprint, one entry per block, op ids the blocks have
+    (tests/conformance).
+
     Returns a handle whose `remove()` undoes the change.
     """
+    if profile is not None:
+        from .planner import check_plan
+
+        check_plan(profile, dict(plan) if isinstance(plan, Mapping) else plan)
     plan = load_plan(plan)
     # torch.compile(block) wraps the block: the plan goes on the eager
     # block inside, which the wrapper's compiled code calls.

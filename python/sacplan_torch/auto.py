@@ -166,7 +166,8 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
             if plan_path is not None:
                 write_json_atomically(plan, plan_path)
     plan = _broadcast(plan, rank)
-    applied = apply_plan(model, plan, blocks=found_spec(found), model_name=profile_name)
+    applied = apply_plan(model, plan, blocks=found_spec(found), model_name=profile_name,
+                         profile=profile)
     applied.profile = _as_document(profile)
     predicted = plan.get("predicted", {})
     return AutoCheckpoint(plan=plan, applied=applied,

@@ -40,12 +40,19 @@ def load_json(source: PlanLike, what: str) -> Dict[str, Any]:
 
 
 def load_plan(source: PlanLike) -> Dict[str, Any]:
-    """Parses and checks the fields apply_plan reads. Raises SacplanError."""
+    """Reads a plan with sacplan's own reader (the command line's, through
+    the planner extension), so that both refuse the same plans with the
+    same message, then checks the fields only apply_plan reads. Raises
+    SacplanError."""
+    if not isinstance(source, (Mapping, str, os.PathLike)):
+        raise SacplanError(
+            f"plan: expected a file path or a dict, not {type(source).__name__}")
+    from .planner import read_plan
+
+    read_plan(dict(source) if isinstance(source, Mapping) else source)
     plan = load_json(source, "plan")
-    if not isinstance(plan, dict) or plan.get("schema") != PLAN_SCHEMA:
-        raise SacplanError(f"plan: schema must be '{PLAN_SCHEMA}'")
-    blocks = plan.get("blocks")
-    if not isinstance(blocks, list) or not blocks:
+    blocks = plan["blocks"]
+    if not blocks:
         raise SacplanError("plan: blocks must be a non-empty list")
     # Blocks may come in any order, as sacplan's C++ reader takes them; each
     # index once.

@@ -102,6 +102,21 @@ def simulate(profile: Document, plan_doc: Document, *,
     return json.loads(text)
 
 
+def read_plan(plan_doc: Document) -> str:
+    """Reads `plan_doc` with the command line's plan reader and returns its
+    semantics ("sacplan" when it names none). Raises SacplanError with the
+    reader's message (the path, or "plan", then what is wrong)."""
+    return _call(_planner().read_plan, _source(plan_doc, "plan"))
+
+
+def check_plan(profile: Document, plan_doc: Document) -> None:
+    """Raises SacplanError, with `sacplan simulate`'s message, unless that
+    command accepts `plan_doc` for `profile`: the model name and config, the
+    graph fingerprint, one entry per block in any order, and op ids the
+    blocks have."""
+    simulate(profile, plan_doc)
+
+
 def compare(profile: Document, budget: Union[int, str], *,
             semantics: str = "torch-sac") -> str:
     """`sacplan compare`: the table of every preset and the optimal plan at

@@ -84,6 +84,12 @@ std::string Simulate(const Source& profile, const Source& plan,
   return api::SimulationJson(OrRaise(api::Simulate(*loaded, parsed, chosen, plan.name)));
 }
 
+// The plan read by the command line's reader, alone (no profile): its
+// semantics, "sacplan" when it names none.
+std::string ReadPlan(const Source& plan) {
+  return SemanticsName(LoadPlan(plan).semantics);
+}
+
 // `sacplan compare`'s table.
 std::string Compare(const Source& profile, const std::string& budget,
                     const std::string& semantics) {
@@ -117,6 +123,7 @@ NB_MODULE(_planner, m) {
   const auto release = nb::call_guard<nb::gil_scoped_release>();
   m.def("plan", &MakePlan, nb::arg("profile"), nb::arg("budget"), nb::arg("budget_kind"),
         nb::arg("preset"), nb::arg("semantics"), nb::arg("output_name"), release);
+  m.def("read_plan", &ReadPlan, nb::arg("plan"), release);
   m.def("simulate", &Simulate, nb::arg("profile"), nb::arg("plan"),
         nb::arg("semantics").none(), release);
   m.def("compare", &Compare, nb::arg("profile"), nb::arg("budget"), nb::arg("semantics"),
