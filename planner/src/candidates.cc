@@ -338,6 +338,10 @@ std::vector<BlockCandidate> ParetoCandidates(const std::vector<SaveMask>& masks,
   return ParetoFilter(std::move(all), 1);
 }
 
+bool EnumeratesEverySaveSet(const BlockAnalysis& block, int exhaustive_max_ops) {
+  return static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops;
+}
+
 namespace {
 
 // torch-sac: every mask unsaves what the re-run never reaches
@@ -352,14 +356,6 @@ std::vector<SaveMask> UsefulMasks(const BlockAnalysis& block, Semantics semantic
   masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
   return masks;
 }
-
-}  // namespace
-
-bool EnumeratesEverySaveSet(const BlockAnalysis& block, int exhaustive_max_ops) {
-  return static_cast<int>(FreeOps(block).size()) <= exhaustive_max_ops;
-}
-
-namespace {
 
 std::vector<BlockCandidate> Initial(const BlockAnalysis& block, Semantics semantics,
                                     int exhaustive_max_ops, int64_t quantum_bytes,

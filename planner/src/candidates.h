@@ -41,10 +41,11 @@ std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
 
 // The save sets on the Pareto frontier of (kept bytes, recompute time) for
 // `semantics`, of those whose kept bytes fall in one multiple of
-// `quantum_bytes` only the fastest (1: the exact frontier): for torch-sac a 0/1 knapsack over the ops the re-run
-// reaches (both quantities add up over them) plus saving every op (plain
-// autograd); for sacplan a dynamic programme over the ops in reverse order
-// whose state is which already-decided consumers need a tensor recomputed.
+// `quantum_bytes` only the fastest (1: the exact frontier): for torch-sac a
+// 0/1 knapsack over the ops the re-run reaches (both quantities add up over
+// them) plus saving every op (plain autograd); for sacplan a dynamic
+// programme over the ops in reverse order whose state is which
+// already-decided consumers need a tensor recomputed.
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
                                         Semantics semantics,
                                         int64_t quantum_bytes);
@@ -88,10 +89,10 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     const std::vector<BlockCandidate>& known);
 
 // InitialCandidates, from the exact (kept, recompute) frontier, and, unless
-// it enumerated every save set, every one-op
-// neighbour of them worth simulating, Pareto-filtered and thinned. The
-// solver explores neighbours lazily instead, around the plans it picks
-// (Solver); this eager set is what that search is tested against.
+// it enumerated every save set, every one-op neighbour of them worth
+// simulating, Pareto-filtered and thinned. The solver uses it for blocks up
+// to SolverOptions::eager_neighbours_max_ops free ops and explores larger
+// blocks' neighbours lazily, around the plans it picks.
 std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
                                             int exhaustive_max_ops,

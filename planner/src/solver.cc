@@ -219,6 +219,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     for (const auto& cls : solver.classes_) {
       if (cls->lazy && !eager && SameMemoryStructure(*cls->representative, block)) {
         match = cls.get();
+        break;
       }
     }
     if (match == nullptr) {
@@ -335,9 +336,14 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
       minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes, resolution);
   // The picks settle on chains with coarser buckets, which cost a fraction
   // of a chain at `resolution`; then the chain at `resolution` decides, and
-  // its picks get their neighbours too.
+  // its picks get their neighbours too. Without lazy blocks there is
+  // nothing to settle.
+  const bool any_lazy = std::any_of(classes_.begin(), classes_.end(),
+                                    [](const auto& cls) { return cls->lazy; });
+  std::vector<int64_t> quanta = {quantum_bytes};
+  if (any_lazy) quanta.insert(quanta.begin(), kCoarseBuckets * quantum_bytes);
   std::vector<int> choice;
-  for (const int64_t quantum : {kCoarseBuckets * quantum_bytes, quantum_bytes}) {
+  for (const int64_t quantum : quanta) {
     choice = RunChain(search.lists, budget_bytes, minimize_peak, quantum);
     for (int round = 0; round < kMaxNeighbourRounds && !choice.empty(); ++round) {
       if (!AddNeighbours(search, choice)) break;

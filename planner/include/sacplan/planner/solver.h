@@ -108,12 +108,15 @@ class Solver {
   std::vector<int> RunChain(const CandidateLists& lists, int64_t budget_bytes,
                             bool minimize_peak, int64_t quantum_bytes) const;
   // RunChain at `resolution` (the least-peak chain at the solver's grain),
-  // with the neighbours of each chosen candidate added to its block's list
-  // and the chain run again, until no pick has new neighbours.
+  // with AddNeighbours after each chain and the chain run again until no
+  // pick has new neighbours; when some block is lazy, first so with
+  // buckets kCoarseBuckets times wider.
   std::vector<int> SearchChain(Search& search, int64_t budget_bytes,
                                bool minimize_peak, int resolution) const;
-  // Adds to each block's list the neighbours of its chosen candidate not
-  // tried before; false when there were none.
+  // Adds to each lazy block's list the neighbours worth simulating of its
+  // pick, when that is an initial candidate, and of the kNeighbourWindow
+  // initial candidates on each side of it in kept bytes, for those not
+  // expanded before; false when nothing was added.
   bool AddNeighbours(Search& search, const std::vector<int>& choice) const;
   absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution) const;
   // Bucket size for a budget: budget / resolution, at least 1.
