@@ -102,11 +102,11 @@ def simulate(profile: Document, plan_doc: Document, *,
     return json.loads(text)
 
 
-def read_plan(plan_doc: Document) -> str:
-    """Reads `plan_doc` with the command line's plan reader and returns its
-    semantics ("sacplan" when it names none). Raises SacplanError with the
-    reader's message (the path, or "plan", then what is wrong)."""
-    return _call(_planner().read_plan, _source(plan_doc, "plan"))
+def read_plan(plan_doc: Document) -> None:
+    """Reads `plan_doc` with the command line's plan reader. Raises
+    SacplanError with the reader's message (the path, or "plan", then what
+    is wrong) when it refuses the plan."""
+    _call(_planner().read_plan, _source(plan_doc, "plan"))
 
 
 def check_plan(profile: Document, plan_doc: Document) -> None:

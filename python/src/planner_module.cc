@@ -84,11 +84,9 @@ std::string Simulate(const Source& profile, const Source& plan,
   return api::SimulationJson(OrRaise(api::Simulate(*loaded, parsed, chosen, plan.name)));
 }
 
-// The plan read by the command line's reader, alone (no profile): its
-// semantics, "sacplan" when it names none.
-std::string ReadPlan(const Source& plan) {
-  return SemanticsName(LoadPlan(plan).semantics);
-}
+// Reads the plan with the command line's reader, alone (no profile);
+// raises its error.
+void ReadPlan(const Source& plan) { LoadPlan(plan); }
 
 // `sacplan compare`'s table.
 std::string Compare(const Source& profile, const std::string& budget,
