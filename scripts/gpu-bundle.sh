@@ -13,6 +13,12 @@
 # load that the GPU machine is not expected to have: all but the C and C++
 # runtimes, LibTorch and the CUDA libraries, which gpu-check.sh finds there
 # from its python3's torch. The binaries need glibc 2.34 at most.
+#
+# The PyTorch bridge's planner extension (sacplan_torch._planner) must match
+# the GPU machine's Python, so it is built there: DIR/deps/usr holds the
+# headers, CMake package files and abseil libraries its build needs
+# (nlohmann/json, abseil, CLI11, Eigen), laid out as under /usr so that the
+# package files find them relative to themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,4 +50,17 @@ for program in "${programs[@]}"; do
       esac
     done
 done
+
+deps="$dest/deps/usr"
+arch_lib=lib/x86_64-linux-gnu
+mkdir -p "$deps/include" "$deps/$arch_lib/cmake" "$deps/share/cmake" "$deps/share/eigen3"
+for header_dir in absl nlohmann CLI eigen3; do
+  cp -r "/usr/include/$header_dir" "$deps/include/"
+done
+cp -r "/usr/$arch_lib/cmake/absl" "$deps/$arch_lib/cmake/"
+cp -r /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11 "$deps/share/cmake/"
+cp -r /usr/share/eigen3/cmake "$deps/share/eigen3/"
+# abseil's package files name each library by its versioned file.
+cp -L /usr/$arch_lib/libabsl_*.so.* "$deps/$arch_lib/"
+
 echo "gpu-bundle: wrote $dest ($(du -sh "$dest" | cut -f1)): ${programs[*]} and $(ls "$dest/lib" | wc -l) libraries"

@@ -106,6 +106,23 @@ elif run configure cmake --preset default -DSACPLAN_WITH_CUPTI=ON; then
   fi
 fi
 
+# The bridge's planner extension is built for this machine's python3 when
+# python/ does not hold one it can import: against a staged build's deps/
+# (scripts/gpu-bundle.sh) or this machine's own packages.
+planner_importable() {
+  (cd python && python3 -c 'import sacplan_torch._planner') >/dev/null 2>&1
+}
+build_planner_extension() {
+  local work=/tmp/sacplan-planner-extension prefix
+  prefix="$(python3 -m nanobind --cmake_dir)"
+  [ -d "$build/deps/usr" ] && prefix="$(cd "$build/deps/usr" && pwd);$prefix"
+  cmake -S python -B "$work" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+    -DPython_EXECUTABLE="$(command -v python3)" &&
+    cmake --build "$work" --target _planner -j "$jobs" &&
+    cp "$work"/_planner*.so python/sacplan_torch/ &&
+    planner_importable
+}
+
 wan=(--model wan2.1-1.3b)
 full=(--frames 77 --height 720 --width 1280)
 if [ "$built" -eq 1 ]; then
@@ -131,7 +148,11 @@ if [ "$built" -eq 1 ]; then
   fi
 
   # 3. The PyTorch bridge on CUDA.
-  run bridge python3 scripts/gpu_bridge_check.py --sacplan "$sacplan" --out "$out"
+  if planner_importable || run planner_extension build_planner_extension; then
+    run bridge python3 scripts/gpu_bridge_check.py --sacplan "$sacplan" --out "$out"
+  else
+    skip bridge "the planner extension did not build"
+  fi
 
   # 4. Profiles on the GPU.
   run profile_reduced "$sacplan" profile "${wan[@]}" --tokens "$tokens" \
