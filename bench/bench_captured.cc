@@ -3,8 +3,9 @@
 // examples' Wan-style and FLUX-style double-stream blocks as capture wrote
 // them (bench/data/*.captured.json: 102 and 117 aten ops per block, 3
 // blocks), one budget halfway between full's and none's peaks; and the
-// Wan-style capture's blocks repeated to 30, each keeping its own measured
-// times, as a 30-block captured model plans them.
+// Wan-style capture's blocks repeated to 30, each with times of its own
+// (the repeats' spread about the captured ones'), as a 30-block captured
+// model plans them.
 // Arg(0) = sacplan semantics, Arg(1) = torch-sac. Each figure is one cold
 // solve: nothing is reused between iterations.
 //
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -52,8 +54,22 @@ const api::LoadedProfile& Captured(const std::string& name, int blocks = 0) {
   nlohmann::json profile = nlohmann::json::parse(OrDie(ReadFile(path), path));
   const nlohmann::json captured = profile["blocks"];
   nlohmann::json cycled = nlohmann::json::array();
+  // Captured blocks are timed one by one: between two of them an op's times
+  // differ by 0.6x to 1.5x (the Wan capture's blocks). Each repeat gets
+  // times of its own in that spread, so that no two blocks share them.
+  std::mt19937 random(19);
+  std::uniform_real_distribution<double> spread(0.6, 1.5);
   for (int b = 0; b < blocks; ++b) {
     nlohmann::json block = captured[b % captured.size()];
+    if (b >= static_cast<int>(captured.size())) {
+      for (nlohmann::json& op : block["ops"]) {
+        const double factor = spread(random);
+        for (const char* field : {"fwd_ms", "bwd_ms", "checkpointed_fwd_ms", "saved_fwd_ms",
+                                  "checkpointed_bwd_ms", "recompute_ms", "replay_ms"}) {
+          if (op.contains(field)) op[field] = op[field].get<double>() * factor;
+        }
+      }
+    }
     block["index"] = b;
     block["name"] = "blocks." + std::to_string(b);
     cycled.push_back(std::move(block));

@@ -7,10 +7,6 @@
 namespace sacplan {
 namespace {
 
-// InitialCandidates' frontier keeps one label per this many candidate
-// quanta of kept bytes: the neighbour search refines between them, and
-// planning a captured block costs a fraction of the exact frontier's.
-constexpr int64_t kFrontierLabelGrain = 4;
 
 // Ops a checkpointed block may save or not: collectives are always saved,
 // never_save ops never are.
@@ -357,27 +353,20 @@ std::vector<SaveMask> UsefulMasks(const BlockAnalysis& block, Semantics semantic
   return masks;
 }
 
-std::vector<BlockCandidate> Initial(const BlockAnalysis& block, Semantics semantics,
-                                    int exhaustive_max_ops, int64_t quantum_bytes,
-                                    int64_t label_quantum_bytes,
-                                    const EvaluateFn& evaluate) {
-  const std::vector<SaveMask> masks =
-      EnumeratesEverySaveSet(block, exhaustive_max_ops)
-          ? AllSaveMasks(block)
-          : FrontierSaveMasks(block, semantics, label_quantum_bytes);
-  return ThinCandidates(
-      ParetoCandidates(UsefulMasks(block, semantics, masks), evaluate), quantum_bytes);
-}
-
 }  // namespace
 
-std::vector<BlockCandidate> InitialCandidates(const BlockAnalysis& block,
-                                              Semantics semantics,
-                                              int exhaustive_max_ops,
-                                              int64_t quantum_bytes,
-                                              const EvaluateFn& evaluate) {
-  return Initial(block, semantics, exhaustive_max_ops, quantum_bytes,
-                 kFrontierLabelGrain * quantum_bytes, evaluate);
+std::vector<SaveMask> InitialSaveMasks(const BlockAnalysis& block, Semantics semantics,
+                                       int exhaustive_max_ops, int64_t label_quantum_bytes) {
+  return UsefulMasks(block, semantics,
+                     EnumeratesEverySaveSet(block, exhaustive_max_ops)
+                         ? AllSaveMasks(block)
+                         : FrontierSaveMasks(block, semantics, label_quantum_bytes));
+}
+
+std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
+                                             int64_t quantum_bytes,
+                                             const EvaluateFn& evaluate) {
+  return ThinCandidates(ParetoCandidates(masks, evaluate), quantum_bytes);
 }
 
 std::vector<SaveMask> NeighboursWorthSimulating(
@@ -412,9 +401,9 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
                                             Semantics semantics,
                                             int exhaustive_max_ops,
                                             int64_t quantum_bytes) {
-  std::vector<BlockCandidate> frontier =
-      Initial(block, semantics, exhaustive_max_ops, quantum_bytes, 1,
-              [&](const SaveMask& mask) { return EvaluateBlock(block, mask, semantics); });
+  std::vector<BlockCandidate> frontier = CostedCandidates(
+      InitialSaveMasks(block, semantics, exhaustive_max_ops, 1), quantum_bytes,
+      [&](const SaveMask& mask) { return EvaluateBlock(block, mask, semantics); });
   if (EnumeratesEverySaveSet(block, exhaustive_max_ops)) return frontier;
   // Neighbours of candidates the thinning would drop are as good as dropped
   // too, so only the thinned frontier gets neighbours.

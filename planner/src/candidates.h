@@ -68,27 +68,29 @@ std::vector<BlockCandidate> ParetoCandidates(const std::vector<SaveMask>& masks,
 // `exhaustive_max_ops` free ops), which makes the solver exact on it.
 bool EnumeratesEverySaveSet(const BlockAnalysis& block, int exhaustive_max_ops);
 
-// The candidates of one block before any neighbour, costed by `evaluate`
-// and thinned to `quantum_bytes` (ThinCandidates): every save set when
-// EnumeratesEverySaveSet, otherwise the (kept, recompute) frontier at a
-// few times that grain (FrontierSaveMasks) reduced to its Pareto
-// candidates. For torch-sac the sets pass through DropUselessSaves and
-// ReplayRandomOps.
-std::vector<BlockCandidate> InitialCandidates(const BlockAnalysis& block,
-                                              Semantics semantics,
-                                              int exhaustive_max_ops,
-                                              int64_t quantum_bytes,
-                                              const EvaluateFn& evaluate);
+// The save sets of one block before any neighbour: every save set when
+// EnumeratesEverySaveSet, otherwise the (kept, recompute) frontier keeping
+// one label per `label_quantum_bytes` (FrontierSaveMasks). For torch-sac
+// the sets pass through DropUselessSaves and ReplayRandomOps.
+std::vector<SaveMask> InitialSaveMasks(const BlockAnalysis& block, Semantics semantics,
+                                       int exhaustive_max_ops, int64_t label_quantum_bytes);
+
+// `masks` costed by `evaluate`, reduced to their Pareto candidates and
+// thinned to `quantum_bytes` (ThinCandidates).
+std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
+                                             int64_t quantum_bytes,
+                                             const EvaluateFn& evaluate);
 
 // The one-op neighbours of `masks` (WithNeighbours, made useful as in
-// InitialCandidates) that no `known` candidate beats even against a lower
+// InitialSaveMasks) that no `known` candidate beats even against a lower
 // bound of their peaks: those worth simulating. `known` costs must be in
 // `block`'s times.
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
     const std::vector<BlockCandidate>& known);
 
-// InitialCandidates, from the exact (kept, recompute) frontier, and, unless
+// The initial candidates (InitialSaveMasks, CostedCandidates), from the
+// exact (kept, recompute) frontier, and, unless
 // it enumerated every save set, every one-op neighbour of them worth
 // simulating, Pareto-filtered and thinned. The solver uses it for blocks up
 // to SolverOptions::eager_neighbours_max_ops free ops and explores larger

@@ -27,6 +27,16 @@ constexpr int64_t kCoarseBuckets = 8;
 // their neighbours added with the pick's.
 constexpr int kNeighbourWindow = 2;
 
+// A lazy class's frontier of save sets, in its blocks' mean times, keeps
+// one label per this many candidate quanta of kept bytes: the neighbour
+// search refines between them, and planning a captured block costs a
+// fraction of the exact frontier's.
+constexpr int64_t kFrontierLabelGrain = 4;
+// Each block of a lazy class adds its own frontier at this coarser grain:
+// the save sets its own times favour, which the mean's frontier can lack
+// (up to 0.5% of a step on the Wan capture, torch-sac).
+constexpr int64_t kOwnFrontierLabelGrain = 64;
+
 // `candidate` costed in `block`'s times: a block with the same memory
 // structure as the one it was simulated on has the same bytes and peaks,
 // and DecideSaves (RecomputeMs) gives its recompute time.
@@ -34,6 +44,34 @@ BlockCandidate InTimesOf(const BlockAnalysis& block, BlockCandidate candidate,
                          Semantics semantics) {
   candidate.cost.recompute_ms = RecomputeMs(block, candidate.mask, semantics);
   return candidate;
+}
+
+// The blocks' analysis with each op's times the mean of theirs: the blocks
+// have one memory structure (SameMemoryStructure).
+BlockAnalysis MeanTimes(const std::vector<const BlockAnalysis*>& blocks) {
+  BlockAnalysis mean = *blocks.front();
+  if (blocks.size() == 1) return mean;
+  const double share = 1.0 / static_cast<double>(blocks.size());
+  auto average = [&](double OpNode::*field) {
+    for (int k = 0; k < mean.op_count(); ++k) {
+      double sum = 0;
+      for (const BlockAnalysis* block : blocks) sum += block->ops[k].*field;
+      mean.ops[k].*field = sum * share;
+    }
+  };
+  for (double OpNode::*field :
+       {&OpNode::fwd_ms, &OpNode::bwd_ms, &OpNode::checkpointed_fwd_extra_ms,
+        &OpNode::saved_fwd_extra_ms, &OpNode::checkpointed_bwd_extra_ms,
+        &OpNode::recompute_ms, &OpNode::replay_ms}) {
+    average(field);
+  }
+  mean.fwd_ms = 0;
+  mean.bwd_ms = 0;
+  for (const OpNode& op : mean.ops) {
+    mean.fwd_ms += op.fwd_ms;
+    mean.bwd_ms += op.bwd_ms;
+  }
+  return mean;
 }
 
 }  // namespace
@@ -105,10 +143,11 @@ class BucketLayer {
  public:
   BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes)
       : quantum_bytes_(quantum_bytes),
+        inverse_quantum_(1.0 / static_cast<double>(quantum_bytes)),
         slots_(static_cast<size_t>(max_prefix_bytes / quantum_bytes + 1)) {}
 
   void Offer(const ChainState& state) {
-    const size_t bucket = static_cast<size_t>(state.prefix_kept_bytes / quantum_bytes_);
+    const size_t bucket = Bucket(state.prefix_kept_bytes);
     if (bucket >= slots_.size()) return;
     ChainState& slot = slots_[bucket];
     if (slot.candidate < 0 || state.value < slot.value ||
@@ -116,6 +155,20 @@ class BucketLayer {
          state.prefix_kept_bytes < slot.prefix_kept_bytes)) {
       slot = state;
     }
+  }
+
+  // bytes / quantum_bytes_: a multiplication, corrected by one where the
+  // rounding of the reciprocal lands on the wrong side of a multiple. The
+  // chain offers a state for every pair of state and candidate, and an
+  // integer division costs several times the rest of the offer.
+  size_t Bucket(int64_t bytes) const {
+    int64_t bucket = static_cast<int64_t>(static_cast<double>(bytes) * inverse_quantum_);
+    if (bucket * quantum_bytes_ > bytes) {
+      --bucket;
+    } else if ((bucket + 1) * quantum_bytes_ <= bytes) {
+      ++bucket;
+    }
+    return static_cast<size_t>(bucket);
   }
 
   // The kept states by ascending kept bytes, without those that a state with
@@ -132,6 +185,7 @@ class BucketLayer {
 
  private:
   int64_t quantum_bytes_;
+  double inverse_quantum_;
   std::vector<ChainState> slots_;
 };
 
@@ -202,15 +256,18 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   const int64_t candidate_quantum_bytes =
       std::max<int64_t>(1, solver.quantum_bytes_ / 4);
 
-  for (size_t b = 0; b < model.blocks.size(); ++b) {
+  const int block_count = static_cast<int>(model.blocks.size());
+  solver.block_candidates_.resize(block_count);
+  // Per lazy class, its blocks (not those the same as an earlier one).
+  std::map<const BlockClass*, std::vector<int>> lazy_members;
+  for (int b = 0; b < block_count; ++b) {
     const Block& block = model.model->blocks[b];
     const BlockAnalysis& analysis = model.blocks[b];
     // A block the same as an earlier one, times too, takes its candidates.
-    size_t same = 0;
+    int same = 0;
     while (same < b && !SameStructure(model.model->blocks[same], block)) ++same;
     if (same < b) {
       solver.block_class_.push_back(solver.block_class_[same]);
-      solver.block_candidates_.push_back(solver.block_candidates_[same]);
       continue;
     }
     const bool eager = EnumeratesEverySaveSet(
@@ -231,18 +288,53 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       solver.classes_.push_back(std::move(cls));
     }
     solver.block_class_.push_back(match);
-    // Its own frontier, from its own times: blocks timed one by one differ
-    // enough for another block's to cost a plan percents. The
-    // simulations, which only memory decides, are shared.
-    solver.block_candidates_.push_back(std::make_shared<const std::vector<BlockCandidate>>(
-        eager ? BlockCandidates(analysis, options.semantics, options.exhaustive_max_ops,
-                                candidate_quantum_bytes)
-              : InitialCandidates(analysis, options.semantics, options.exhaustive_max_ops,
-                                  candidate_quantum_bytes, [&](const SaveMask& mask) {
-                                    return InTimesOf(analysis, {mask, match->Cost(mask, options.semantics)},
-                                                     options.semantics)
-                                        .cost;
-                                  })));
+    if (eager) {
+      solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
+          BlockCandidates(analysis, options.semantics, options.exhaustive_max_ops,
+                          candidate_quantum_bytes));
+    } else {
+      lazy_members[match].push_back(b);
+    }
+  }
+  // A lazy class's blocks start from one frontier, in their mean times,
+  // plus each block's own at a coarser grain, costed in its own times and
+  // reduced to its own Pareto candidates. Blocks timed one by one differ
+  // enough that another block's frontier alone costs a plan up to a
+  // percent, but a fine frontier programme per class, not per block, is
+  // what lets a model of tens of captured blocks plan in a fraction of a
+  // second. The simulations, which only memory decides, are shared.
+  for (const auto& [cls, members] : lazy_members) {
+    std::vector<const BlockAnalysis*> analyses;
+    for (const int b : members) analyses.push_back(&model.blocks[b]);
+    const std::vector<SaveMask> shared_masks = InitialSaveMasks(
+        MeanTimes(analyses), options.semantics, options.exhaustive_max_ops,
+        kFrontierLabelGrain * candidate_quantum_bytes);
+    BlockClass& shared = *solver.block_class_[members.front()];
+    for (const int b : members) {
+      const BlockAnalysis& analysis = model.blocks[b];
+      std::vector<SaveMask> masks = shared_masks;
+      if (members.size() > 1) {
+        std::vector<SaveMask> own =
+            InitialSaveMasks(analysis, options.semantics, options.exhaustive_max_ops,
+                             kOwnFrontierLabelGrain * candidate_quantum_bytes);
+        masks.insert(masks.end(), std::make_move_iterator(own.begin()),
+                     std::make_move_iterator(own.end()));
+        std::sort(masks.begin(), masks.end());
+        masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+      }
+      solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
+          CostedCandidates(masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
+            return InTimesOf(analysis, {mask, shared.Cost(mask, options.semantics)},
+                             options.semantics)
+                .cost;
+          }));
+    }
+  }
+  for (int b = 0; b < block_count; ++b) {
+    if (solver.block_candidates_[b] != nullptr) continue;
+    int same = 0;
+    while (!SameStructure(model.model->blocks[same], model.model->blocks[b])) ++same;
+    solver.block_candidates_[b] = solver.block_candidates_[same];
   }
 
   for (const auto& list : solver.block_candidates_) {
