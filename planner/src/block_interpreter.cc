@@ -93,7 +93,7 @@ void BlockInterpreter::BackwardOp(const ScheduleStep& step) {
 // The join holds the slices and the whole at once, at op k's moment.
 void BlockInterpreter::JoinSlices(const GradJoin& join, int k) {
   const BufferId whole = tracker_.Alloc(MemoryCategory::kActivationGrads, join.whole_bytes);
-  tracker_.Mark({Phase::kBackward, block_index_, block_.op_ids[k]}, clock_ms_);
+  tracker_.Mark(Phase::kBackward, block_index_, block_.op_ids[k], clock_ms_);
   for (int slice : join.freed_slices) tracker_.Free(grads_[slice]);
   if (join.whole_was_live) {
     tracker_.Free(whole);
@@ -105,7 +105,7 @@ void BlockInterpreter::JoinSlices(const GradJoin& join, int k) {
 void BlockInterpreter::RunOp(Phase phase, int op, int64_t workspace_bytes, double ms) {
   const BufferId workspace = tracker_.Alloc(MemoryCategory::kWorkspace, workspace_bytes);
   clock_ms_ += ms;
-  tracker_.Mark({phase, block_index_, block_.op_ids[op]}, clock_ms_);
+  tracker_.Mark(phase, block_index_, block_.op_ids[op], clock_ms_);
   tracker_.Free(workspace);
 }
 

@@ -65,13 +65,19 @@ absl::Status MemoryTracker::Check() const {
 }
 
 void MemoryTracker::Mark(const StepLocation& where, double time_ms) {
+  Mark(where.phase, where.block, where.op, time_ms);
+}
+
+void MemoryTracker::Mark(Phase phase, int block, const std::string& op, double time_ms) {
   ++marks_;
   if (live_total_ > peak_) {
     peak_ = live_total_;
-    peak_where_ = where;
+    peak_where_.phase = phase;
+    peak_where_.block = block;
+    peak_where_.op = op;
   }
   if (record_timeline_) {
-    timeline_.push_back({time_ms, where, live_, live_total_});
+    timeline_.push_back({time_ms, {phase, block, op}, live_, live_total_});
   }
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -100,7 +101,7 @@ struct Solver::BlockClass {
 
  private:
   std::mutex mutex;
-  std::map<SaveMask, BlockCost> simulated;
+  std::unordered_map<SaveMask, BlockCost> simulated;
 };
 
 struct Solver::Search {

@@ -121,6 +121,10 @@ class MemoryTracker {
   // `time_ms`. `where` is only copied when it becomes the peak or when the
   // timeline is recorded.
   void Mark(const StepLocation& where, double time_ms);
+  // The same at op `op` of `phase` in block `block`, without building a
+  // StepLocation (and copying `op`) unless it is kept: the simulator marks
+  // every op it runs, and most marks are not a peak.
+  void Mark(Phase phase, int block, const std::string& op, double time_ms);
 
   // Restarts peak tracking from the current live bytes (for measuring the
   // peak of one phase).
