@@ -353,18 +353,30 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     solver.kept_rank_.push_back(std::move(rank));
   }
 
-  Search search = solver.NewSearch();
-  const std::vector<int> least_choice = solver.SearchChain(
-      search, 0, /*minimize_peak=*/true, options.memory_resolution);
-  ASSIGN_OR_RETURN(SolvedPlan least, solver.Simulate(search.lists, least_choice));
-  solver.reference_plans_.push_back(std::move(least));
-  solver.min_peak_ = std::numeric_limits<int64_t>::max();
+  solver.presets_min_peak_ = std::numeric_limits<int64_t>::max();
   for (const SolvedPlan& plan : solver.reference_plans_) {
-    solver.min_peak_ = std::min(solver.min_peak_, plan.result.peak_bytes);
+    solver.presets_min_peak_ = std::min(solver.presets_min_peak_, plan.result.peak_bytes);
   }
+  solver.least_peak_ = std::make_shared<LeastPeak>();
   // Saving everything recomputes nothing, so no plan is faster.
-  solver.max_useful_peak_ = std::max(solver.min_peak_, none_peak);
+  solver.max_useful_peak_ = none_peak;
   return solver;
+}
+
+struct Solver::LeastPeak {
+  std::once_flag searched;
+  absl::StatusOr<SolvedPlan> plan = absl::UnknownError("not searched");
+};
+
+absl::StatusOr<const SolvedPlan*> Solver::LeastPeakPlan() const {
+  std::call_once(least_peak_->searched, [this] {
+    Search search = NewSearch();
+    const std::vector<int> choice =
+        SearchChain(search, 0, /*minimize_peak=*/true, options_.memory_resolution);
+    least_peak_->plan = Simulate(search.lists, choice);
+  });
+  if (!least_peak_->plan.ok()) return least_peak_->plan.status();
+  return &*least_peak_->plan;
 }
 
 Solver::Search Solver::NewSearch() const {
@@ -448,7 +460,11 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
   return choice;
 }
 
-int64_t Solver::MinPeakBytes() const { return min_peak_; }
+int64_t Solver::MinPeakBytes() const {
+  const absl::StatusOr<const SolvedPlan*> least = LeastPeakPlan();
+  if (!least.ok()) return presets_min_peak_;
+  return std::min(presets_min_peak_, (*least)->result.peak_bytes);
+}
 int64_t Solver::MaxUsefulPeakBytes() const { return max_useful_peak_; }
 
 int64_t Solver::ComposedPeak(const CandidateLists& lists,
@@ -572,15 +588,22 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes) const {
 }
 
 absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) const {
-  if (budget_bytes < min_peak_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "budget ", FormatBytes(budget_bytes), " (", budget_bytes,
-        " bytes) is below the smallest feasible peak ", FormatBytes(min_peak_),
-        " (", min_peak_, " bytes) for this model and semantics",
-        model_->model->parallel.single_rank()
-            ? std::string()
-            : absl::StrCat(", ", DescribeRanks(model_->model->parallel)),
-        ": no plan fits; give a budget of ", min_peak_, " bytes or more"));
+  std::vector<const SolvedPlan*> fallbacks;
+  for (const SolvedPlan& plan : reference_plans_) fallbacks.push_back(&plan);
+  if (budget_bytes < presets_min_peak_) {
+    ASSIGN_OR_RETURN(const SolvedPlan* least, LeastPeakPlan());
+    fallbacks.push_back(least);
+    const int64_t min_peak = std::min(presets_min_peak_, least->result.peak_bytes);
+    if (budget_bytes < min_peak) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "budget ", FormatBytes(budget_bytes), " (", budget_bytes,
+          " bytes) is below the smallest feasible peak ", FormatBytes(min_peak), " (",
+          min_peak, " bytes) for this model and semantics",
+          model_->model->parallel.single_rank()
+              ? std::string()
+              : absl::StrCat(", ", DescribeRanks(model_->model->parallel)),
+          ": no plan fits; give a budget of ", min_peak, " bytes or more"));
+    }
   }
   Search search = NewSearch();
   std::vector<int> choice =
@@ -596,23 +619,27 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
     }
   }
   // Coarse buckets can lose the states near a reference plan's peak.
-  for (const SolvedPlan& plan : reference_plans_) {
-    if (plan.result.peak_bytes > budget_bytes) continue;
-    if (!best.ok() || plan.result.step_ms < best->result.step_ms) best = plan;
+  for (const SolvedPlan* plan : fallbacks) {
+    if (plan->result.peak_bytes > budget_bytes) continue;
+    if (!best.ok() || plan->result.step_ms < best->result.step_ms) best = *plan;
   }
   return best;
 }
 
 std::vector<SolvedPlan> Solver::Frontier(int points) const {
   points = std::max(points, 2);
+  const int64_t min_peak = MinPeakBytes();
   std::vector<int64_t> budgets;
   for (int i = 0; i < points; ++i) {
-    budgets.push_back(min_peak_ + static_cast<int64_t>(
-                                      static_cast<long double>(max_useful_peak_ - min_peak_) *
-                                      i / (points - 1)));
+    budgets.push_back(min_peak + static_cast<int64_t>(
+                                     static_cast<long double>(max_useful_peak_ - min_peak) *
+                                     i / (points - 1)));
   }
   for (const SolvedPlan& plan : reference_plans_) {
     budgets.push_back(plan.result.peak_bytes);
+  }
+  if (const absl::StatusOr<const SolvedPlan*> least = LeastPeakPlan(); least.ok()) {
+    budgets.push_back((*least)->result.peak_bytes);
   }
   std::vector<SolvedPlan> plans;
   for (const int64_t budget : budgets) {

@@ -228,6 +228,40 @@ TEST(SolverTest, InfeasibleBudgetNamesTheSmallestFeasibleOne) {
             std::string::npos);
 }
 
+// The least-peak plan is searched on first need: a solve below every
+// preset's peak that comes before any MinPeakBytes() finds the same
+// smallest feasible budget, and a plan at it.
+TEST(SolverTest, SolvesBelowThePresetsFirstFindTheLeastPeak) {
+  int below_presets = 0;
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    const Model model = testing::RandomModel(3, 6, seed, /*identical=*/false);
+    const AnalyzedModel analyzed = *AnalyzeModel(model);
+    const int64_t min_peak = Solver::Create(analyzed, {})->MinPeakBytes();
+    int64_t presets_peak = std::numeric_limits<int64_t>::max();
+    for (const std::string& preset : ComparedPresetNames()) {
+      presets_peak = std::min(
+          presets_peak,
+          SimulateStep(analyzed, *PresetMasks(analyzed, preset), Semantics::kSacplan)
+              ->peak_bytes);
+    }
+    if (min_peak >= presets_peak) continue;  // the presets alone decide
+    ++below_presets;
+
+    const Solver refused_first = *Solver::Create(analyzed, {});
+    const auto refused = refused_first.Solve(min_peak - 1);
+    ASSERT_FALSE(refused.ok()) << "seed " << seed;
+    EXPECT_NE(refused.status().message().find(std::to_string(min_peak)), std::string::npos)
+        << refused.status();
+    EXPECT_EQ(refused_first.MinPeakBytes(), min_peak) << "seed " << seed;
+
+    const Solver solved_first = *Solver::Create(analyzed, {});
+    const auto plan = solved_first.Solve(min_peak);
+    ASSERT_TRUE(plan.ok()) << "seed " << seed << ": " << plan.status();
+    EXPECT_LE(plan->result.peak_bytes, min_peak) << "seed " << seed;
+  }
+  EXPECT_GT(below_presets, 0);
+}
+
 TEST(SolverTest, LastBlockIsLeftUncheckpointedAtTheFullPeak) {
   const Model model = testing::ChainModel(3);
   const AnalyzedModel analyzed = *AnalyzeModel(model);

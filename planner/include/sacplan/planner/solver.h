@@ -141,11 +141,19 @@ class Solver {
   std::vector<std::vector<int>> kept_order_;
   std::vector<std::vector<int>> kept_rank_;
   std::vector<std::shared_ptr<BlockClass>> classes_;
+  // The least-peak plan, searched once on first need: by a solve for a
+  // budget below every preset's peak (any other budget is feasible, as a
+  // preset fits), by MinPeakBytes and by Frontier.
+  struct LeastPeak;
+  absl::StatusOr<const SolvedPlan*> LeastPeakPlan() const;
+
   // Whole plans Solve falls back on when they beat the DP's answer: the
-  // presets and the least-peak plan. Keeps the solver never worse than a
-  // preset, whatever the bucketing loses.
+  // presets, and the least-peak plan when the budget is below theirs.
+  // Keeps the solver never worse than a preset, whatever the bucketing
+  // loses.
   std::vector<SolvedPlan> reference_plans_;
-  int64_t min_peak_ = 0;
+  std::shared_ptr<LeastPeak> least_peak_;
+  int64_t presets_min_peak_ = 0;
   int64_t max_useful_peak_ = 0;
 };
 
