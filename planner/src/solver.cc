@@ -501,6 +501,22 @@ std::vector<int> Solver::RunChain(const CandidateLists& lists,
     max_prefix_bytes += largest;
   }
   if (!minimize_peak) max_prefix_bytes = std::min(max_prefix_bytes, budget_bytes);
+  // need[b]: the fewest bytes above the kept prefix that blocks b onwards
+  // and the head take at their moments, whatever the choice. A state whose
+  // prefix plus its layer's need exceeds the budget cannot finish within
+  // it, so it is never offered.
+  std::vector<int64_t> need(block_count + 1, 0);
+  if (!minimize_peak) {
+    need[block_count] = c.head_base;
+    for (int b = block_count - 1; b >= 0; --b) {
+      need[b] = std::numeric_limits<int64_t>::max();
+      for (const BlockCandidate& cand : *lists[b]) {
+        need[b] = std::min(need[b], std::max(BlockMoment(c, b, cand.cost, 0),
+                                             cand.cost.kept_bytes + need[b + 1]));
+      }
+    }
+    if (need[0] > budget_bytes) return {};
+  }
   std::vector<std::vector<ChainState>> layers(block_count + 1);
   layers[0] = {{0, minimize_peak ? static_cast<double>(c.plan_independent_peak) : 0.0,
                 -1, -1}};
@@ -514,14 +530,16 @@ std::vector<int> Solver::RunChain(const CandidateLists& lists,
       for (const auto& [own_moment, ci] : by_moment) {
         const BlockCost& cost = candidates[ci].cost;
         const int64_t moment = s.prefix_kept_bytes + own_moment;
+        const int64_t prefix = s.prefix_kept_bytes + cost.kept_bytes;
         double value;
         if (minimize_peak) {
           value = std::max(s.value, static_cast<double>(moment));
         } else {
           if (moment > budget_bytes) break;
+          if (prefix + need[b + 1] > budget_bytes) continue;
           value = s.value + cost.recompute_ms;
         }
-        next.Offer({s.prefix_kept_bytes + cost.kept_bytes, value, si, ci});
+        next.Offer({prefix, value, si, ci});
       }
     }
     layers[b + 1] = next.Frontier();
