@@ -7,7 +7,6 @@
 namespace sacplan {
 namespace {
 
-
 // Ops a checkpointed block may save or not: collectives are always saved,
 // never_save ops never are.
 std::vector<int> FreeOps(const BlockAnalysis& block) {

@@ -262,12 +262,14 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   const int block_count = static_cast<int>(model.blocks.size());
   solver.block_candidates_.resize(block_count);
   // Per lazy class, its blocks (not those the same as an earlier one).
-  std::map<const BlockClass*, std::vector<int>> lazy_members;
+  std::map<BlockClass*, std::vector<int>> lazy_members;
+  // Per block, the first block the same as it, times too (itself if none),
+  // whose candidates it takes.
+  std::vector<int> same_as(block_count);
   for (int b = 0; b < block_count; ++b) {
     const Block& block = model.model->blocks[b];
     const BlockAnalysis& analysis = model.blocks[b];
-    // A block the same as an earlier one, times too, takes its candidates.
-    int same = 0;
+    int& same = same_as[b];
     while (same < b && !SameStructure(model.model->blocks[same], block)) ++same;
     if (same < b) {
       solver.block_class_.push_back(solver.block_class_[same]);
@@ -312,7 +314,6 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     const std::vector<SaveMask> shared_masks = InitialSaveMasks(
         MeanTimes(analyses), options.semantics, options.exhaustive_max_ops,
         kFrontierLabelGrain * candidate_quantum_bytes);
-    BlockClass& shared = *solver.block_class_[members.front()];
     for (const int b : members) {
       const BlockAnalysis& analysis = model.blocks[b];
       std::vector<SaveMask> masks = shared_masks;
@@ -327,17 +328,14 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       }
       solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
           CostedCandidates(masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
-            return InTimesOf(analysis, {mask, shared.Cost(mask, options.semantics)},
+            return InTimesOf(analysis, {mask, cls->Cost(mask, options.semantics)},
                              options.semantics)
                 .cost;
           }));
     }
   }
   for (int b = 0; b < block_count; ++b) {
-    if (solver.block_candidates_[b] != nullptr) continue;
-    int same = 0;
-    while (!SameStructure(model.model->blocks[same], model.model->blocks[b])) ++same;
-    solver.block_candidates_[b] = solver.block_candidates_[same];
+    solver.block_candidates_[b] = solver.block_candidates_[same_as[b]];
   }
 
   for (const auto& list : solver.block_candidates_) {
