@@ -7,18 +7,28 @@ namespace sacplan {
 
 BlockInterpreter::BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
                                    int block_index, MemoryTracker& tracker, double& clock_ms,
-                                   std::vector<bool> carried_held_before)
+                                   std::vector<bool> carried_held_before,
+                                   MemoryTracker* host)
     : block_(block),
       schedule_(schedule),
       block_index_(block_index),
       tracker_(tracker),
       clock_ms_(clock_ms),
       carried_held_before_(std::move(carried_held_before)),
-      activations_(block.tensors.size(), -1) {}
+      activations_(block.tensors.size(), -1),
+      host_(host) {
+  const std::vector<OffloadCopy>& copies = schedule.offload.copies;
+  if (copies.empty()) return;
+  copy_of_.assign(block.tensors.size(), -1);
+  for (size_t c = 0; c < copies.size(); ++c) copy_of_[copies[c].tensor] = static_cast<int>(c);
+  host_buffers_.assign(copies.size(), -1);
+}
 
 std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& carried) {
   for (size_t s = 0; s < carried.size(); ++s) activations_[block_.carried_inputs[s]] = carried[s];
-  for (const ScheduleStep& step : schedule_.forward) {
+  ForwardCopies(-1);
+  for (size_t k = 0; k < schedule_.forward.size(); ++k) {
+    const ScheduleStep& step = schedule_.forward[k];
     const OpNode& op = block_.ops[step.op];
     for (int out : op.outputs) {
       const bool held = schedule_.kept[out] || block_.tensors[out].block_output;
@@ -28,7 +38,9 @@ std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& car
     }
     RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
     for (int t : step.free_after) FreeActivation(t);
+    ForwardCopies(static_cast<int>(k));
   }
+  clock_ms_ += schedule_.offload.forward_wait_ms;
   std::vector<BufferId> outputs;
   for (int t : block_.outputs) outputs.push_back(activations_[t]);
   return outputs;
@@ -44,8 +56,10 @@ std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& ou
   std::copy(output_grads.begin(), output_grads.end(), grads_.begin());
   param_grads_.clear();
   for (int t : schedule_.free_at_backward_start) FreeActivation(t);
-  for (const ScheduleStep& step : schedule_.backward) {
+  for (size_t s = 0; s < schedule_.backward.size(); ++s) {
+    const ScheduleStep& step = schedule_.backward[s];
     const OpNode& op = block_.ops[step.op];
+    Prefetch(static_cast<int>(s));
     if (step.kind == StepKind::kRecompute) {
       for (int out : op.outputs) {
         activations_[out] =
@@ -109,7 +123,39 @@ void BlockInterpreter::RunOp(Phase phase, int op, int64_t workspace_bytes, doubl
   tracker_.Free(workspace);
 }
 
+void BlockInterpreter::ForwardCopies(int k) {
+  const std::vector<OffloadCopy>& copies = schedule_.offload.copies;
+  for (size_t c = 0; c < copies.size(); ++c) {
+    if (copies[c].issued_after != k) continue;
+    host_buffers_[c] = host_->Alloc(MemoryCategory::kKept, copies[c].bytes);
+    host_->Mark(Phase::kForward, block_index_, k >= 0 ? block_.op_ids[k] : std::string(),
+                clock_ms_);
+  }
+  for (const OffloadCopy& copy : copies) {
+    if (copy.freed_after != k) continue;
+    tracker_.Free(activations_[copy.tensor]);
+    activations_[copy.tensor] = -1;
+  }
+}
+
+void BlockInterpreter::Prefetch(int s) {
+  if (schedule_.offload.copies.empty()) return;
+  for (const OffloadCopy& copy : schedule_.offload.copies) {
+    if (copy.prefetch_before == s) {
+      activations_[copy.tensor] = tracker_.Alloc(MemoryCategory::kKept, copy.bytes);
+    }
+  }
+  clock_ms_ += schedule_.offload.backward_wait_ms[s];
+}
+
 void BlockInterpreter::FreeActivation(int t) {
+  if (!copy_of_.empty() && copy_of_[t] >= 0) {
+    // An offloaded tensor: its host copy, and its device buffer when it was
+    // prefetched.
+    host_->Free(host_buffers_[copy_of_[t]]);
+    if (activations_[t] >= 0) tracker_.Free(activations_[t]);
+    return;
+  }
   const TensorNode& node = block_.tensors[t];
   if (node.carried_input && !carried_held_before_.empty() &&
       carried_held_before_[node.stream]) {

@@ -22,10 +22,12 @@ namespace sacplan {
 class BlockInterpreter {
  public:
   // `carried_held_before`: per stream, or empty when the block before holds
-  // none of its outputs.
+  // none of its outputs. `host` (not owned; may be null when the schedule
+  // offloads nothing) counts the pinned host memory offloaded tensors hold.
   BlockInterpreter(const BlockAnalysis& block, const BlockSchedule& schedule,
                    int block_index, MemoryTracker& tracker, double& clock_ms,
-                   std::vector<bool> carried_held_before = {});
+                   std::vector<bool> carried_held_before = {},
+                   MemoryTracker* host = nullptr);
 
   // `carried` are the carried inputs' buffers. Returns the block outputs'
   // buffers, which the next block or the head frees (this block's backward
@@ -48,6 +50,11 @@ class BlockInterpreter {
   void JoinSlices(const GradJoin& join, int k);
   void RunOp(Phase phase, int op, int64_t workspace_bytes, double ms);
   void FreeActivation(int t);
+  // Offload (BlockSchedule::offload): copies to the host issued and device
+  // buffers freed after forward step k (-1: before the first), prefetches
+  // issued before backward step s.
+  void ForwardCopies(int k);
+  void Prefetch(int s);
 
   const BlockAnalysis& block_;
   const BlockSchedule& schedule_;
@@ -58,6 +65,9 @@ class BlockInterpreter {
   std::vector<BufferId> activations_;  // per tensor, its latest buffer
   std::vector<BufferId> grads_;        // per gradient buffer number
   std::vector<BufferId> param_grads_;
+  MemoryTracker* host_;
+  std::vector<int> copy_of_;             // per tensor, its offload copy or -1
+  std::vector<BufferId> host_buffers_;   // per offload copy
 };
 
 }  // namespace sacplan

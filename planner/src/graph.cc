@@ -344,6 +344,16 @@ absl::Status ValidateModel(const Model& model) {
         std::isfinite(f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms + f.step_overhead_ms))) {
     return absl::InvalidArgumentError("fixed: times must be finite and >= 0");
   }
+  const HostLink& link = model.host_link;
+  if (!(std::isfinite(link.d2h_gbps) && std::isfinite(link.h2d_gbps) && link.d2h_gbps >= 0 &&
+        link.h2d_gbps >= 0 && link.host_memory_bytes >= 0)) {
+    return absl::InvalidArgumentError(
+        "device.host_link: bandwidths must be finite and >= 0, host_memory_bytes >= 0");
+  }
+  if ((link.d2h_gbps > 0) != (link.h2d_gbps > 0)) {
+    return absl::InvalidArgumentError(
+        "device.host_link: d2h_gbps and h2d_gbps must both be > 0 (a link) or both 0 (none)");
+  }
   return CheckTotals(model);
 }
 

@@ -23,6 +23,9 @@ using json_reader::ReadNumber;
 using json_reader::ReadString;
 using json_reader::ReadStrings;
 
+// GB/s of a host link: 0 (none) up to far beyond any bus.
+constexpr json_reader::NumberRange kBandwidthRange{0, 1e6};
+
 absl::Status ReadTensor(const json& j, const std::string& path, TensorInfo& t) {
   RETURN_IF_ERROR(json_reader::RequireObject(j, path));
   RETURN_IF_ERROR(ReadString(j, "id", path, true, t.id));
@@ -230,6 +233,15 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
     RETURN_IF_ERROR(ReadString(*device, "name", "device", false, p.device));
     RETURN_IF_ERROR(ReadInt(*device, "memory_bytes", "device", false,
                                     p.device_memory_bytes, kByteRange));
+    if (const json* link = json_reader::Find(*device, "host_link")) {
+      const std::string path = "device.host_link";
+      RETURN_IF_ERROR(json_reader::RequireObject(*link, path));
+      HostLink& l = p.model.host_link;
+      RETURN_IF_ERROR(ReadNumber(*link, "d2h_gbps", path, true, l.d2h_gbps, kBandwidthRange));
+      RETURN_IF_ERROR(ReadNumber(*link, "h2d_gbps", path, true, l.h2d_gbps, kBandwidthRange));
+      RETURN_IF_ERROR(ReadInt(*link, "host_memory_bytes", path, false, l.host_memory_bytes,
+                              kByteRange));
+    }
   }
   const json* model = json_reader::Find(doc, "model");
   if (model == nullptr) return json_reader::Error("model", "missing");
@@ -310,6 +322,13 @@ json ProfileToJson(const Profile& p) {
             {"step_overhead_ms", f.step_overhead_ms}}},
           {"blocks", blocks}};
   if (!p.measurement.empty()) doc["measurement"] = p.measurement;
+  // A profile without a host link stays as it was before the field existed.
+  if (p.model.host_link.available()) {
+    const HostLink& l = p.model.host_link;
+    doc["device"]["host_link"] = {{"d2h_gbps", l.d2h_gbps},
+                                  {"h2d_gbps", l.h2d_gbps},
+                                  {"host_memory_bytes", l.host_memory_bytes}};
+  }
   // A single-rank profile stays as it was before the fields existed.
   if (!p.model.parallel.single_rank()) doc["parallel"] = ParallelToJson(p.model.parallel);
   if (f.head_bwd_only_bytes > 0) {

@@ -38,6 +38,31 @@ absl::Status CheckMasks(const AnalyzedModel& model,
   return absl::OkStatus();
 }
 
+absl::Status CheckOffload(const AnalyzedModel& model,
+                          const std::vector<OffloadMask>& offloaded) {
+  if (offloaded.empty()) return absl::OkStatus();
+  if (offloaded.size() != model.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan offloads in ", offloaded.size(), " blocks, model has ", model.blocks.size()));
+  }
+  bool any = false;
+  for (size_t b = 0; b < offloaded.size(); ++b) {
+    if (offloaded[b].empty()) continue;
+    if (offloaded[b].size() != model.blocks[b].tensors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan block ", b, " has ", offloaded[b].size(), " offload decisions, block has ",
+          model.blocks[b].tensors.size(), " tensors"));
+    }
+    any = any || std::find(offloaded[b].begin(), offloaded[b].end(), true) != offloaded[b].end();
+  }
+  if (any && !model.model->host_link.available()) {
+    return absl::InvalidArgumentError(
+        "plan offloads to the host, but the profile's device has no host link "
+        "(device.host_link)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model) {
@@ -62,17 +87,39 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                                         const std::vector<SaveMask>& masks,
                                         Semantics semantics,
                                         const SimulateOptions& options) {
+  return SimulateStep(model, masks, {}, semantics, options);
+}
+
+absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
+                                        const std::vector<SaveMask>& masks,
+                                        const std::vector<OffloadMask>& offloaded,
+                                        Semantics semantics,
+                                        const SimulateOptions& options) {
   RETURN_IF_ERROR(CheckMasks(model, masks));
+  RETURN_IF_ERROR(CheckOffload(model, offloaded));
   const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
   std::vector<BlockSchedule> schedules;
   schedules.reserve(block_count);
   for (int b = 0; b < block_count; ++b) {
-    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics));
+    if (offloaded.empty() || offloaded[b].empty()) {
+      schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics));
+      continue;
+    }
+    OffloadMask mask = offloaded[b];
+    // The block before frees an output it holds in its own backward.
+    for (int t : model.blocks[b].carried_inputs) {
+      if (b > 0 && schedules[b - 1].holds_output[model.blocks[b].tensors[t].stream]) {
+        mask[t] = false;
+      }
+    }
+    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, mask,
+                                   model.model->host_link));
   }
 
   StepResult result;
   MemoryTracker tracker(options.record_timeline);
+  MemoryTracker host;
   size_t buffers = kStepPhaseBuffers;
   for (int b = 0; b < block_count; ++b) {
     buffers += BufferEstimate(model.blocks[b], schedules[b]);
@@ -88,7 +135,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   for (int b = 0; b < block_count; ++b) {
     std::vector<bool> held_before = b > 0 ? schedules[b - 1].holds_output : std::vector<bool>();
     blocks.emplace_back(model.blocks[b], schedules[b], b, tracker, clock_ms,
-                        std::move(held_before));
+                        std::move(held_before), &host);
   }
   FsdpStep fsdp(model, tracker, clock_ms);
   for (int b = 0; b < block_count; ++b) {
@@ -112,10 +159,14 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                        blocks[b].param_grads());
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
+    result.exposed_copy_ms += schedules[b].offload.exposed_ms;
+    result.offloaded_bytes += schedules[b].offload.host_bytes;
   }
   phases.EmbeddingBackward(grad);
   phases.Optimizer();
   RETURN_IF_ERROR(tracker.Check());
+  RETURN_IF_ERROR(host.Check());
+  result.host_peak_bytes = host.peak_bytes();
 
   result.peak_bytes = tracker.peak_bytes();
   result.peak = tracker.peak_location();
@@ -129,18 +180,20 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   result.comm_ms = fsdp.exposed_ms();
   result.overhead_ms = fixed.step_overhead_ms;
   result.step_ms = result.forward_ms + result.backward_ms + result.recompute_ms +
-                   result.optimizer_ms + result.comm_ms + result.overhead_ms;
+                   result.optimizer_ms + result.comm_ms + result.overhead_ms +
+                   result.exposed_copy_ms;
   if (options.record_timeline) result.timeline = tracker.timeline();
   return result;
 }
 
-BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
-                        Semantics semantics) {
-  const BlockSchedule schedule = LowerBlock(block, saved, semantics);
+namespace {
+
+BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& schedule) {
   MemoryTracker tracker;
+  MemoryTracker host;
   tracker.Reserve(BufferEstimate(block, schedule));
   double clock_ms = 0;
-  BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms);
+  BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms, {}, &host);
   std::vector<BufferId> carried;
   for (int t : block.carried_inputs) {
     carried.push_back(tracker.Alloc(MemoryCategory::kKept, block.tensors[t].bytes));
@@ -167,7 +220,22 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
   cost.backward_peak_bytes = tracker.peak_bytes();
   cost.recompute_ms = schedule.recompute_ms;
   cost.recomputed_ops = schedule.recomputed_ops;
+  cost.exposed_copy_ms = schedule.offload.exposed_ms;
+  cost.host_bytes = schedule.offload.host_bytes;
   return cost;
+}
+
+}  // namespace
+
+BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics) {
+  return EvaluateSchedule(block, LowerBlock(block, saved, semantics));
+}
+
+BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics, const OffloadMask& offloaded,
+                        const HostLink& link) {
+  return EvaluateSchedule(block, LowerBlock(block, saved, semantics, offloaded, link));
 }
 
 }  // namespace sacplan

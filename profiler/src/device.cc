@@ -8,6 +8,13 @@
 // (~32 GB/s each way). Between nodes one NIC per GPU: NDR InfiniBand
 // 400 Gb/s (50 GB/s) in DGX H100/H200, HDR 200 Gb/s (25 GB/s) in DGX A100,
 // and 200 Gb/s Ethernet/IB (25 GB/s) typical of L40S servers.
+// Host links are what one copy engine moves to and from pinned host memory
+// (cudaMemcpyAsync, as nvbandwidth and bandwidthTest time it), one way:
+// PCIe Gen5 x16 about 50 GB/s on H100/H200 hosts, Gen4 x16 about 25 GB/s
+// on A100 and L40S hosts, NVLink-C2C on GH200 about 170 GB/s to the host
+// and 400 GB/s from it. Host memory is one GPU's share of its node's RAM:
+// DGX H100/H200 2 TB over 8 GPUs, DGX A100 1 TB over 8, a typical 8-card
+// L40S server 1 TB, GH200's own 480 GB of LPDDR5X.
 #include "sacplan/profiler/device.h"
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +24,7 @@ namespace sacplan {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGB = 1000 * 1000 * 1000;
 
 std::vector<DevicePreset> Presets() {
   DevicePreset h100;
@@ -27,6 +35,9 @@ std::vector<DevicePreset> Presets() {
   h100.memory_bytes = 81559 * kMiB;
   h100.nvlink_gbps = 450;
   h100.ib_gbps = 50;
+  h100.d2h_gbps = 50;
+  h100.h2d_gbps = 50;
+  h100.host_memory_bytes = 256 * kGB;
 
   // Same GH100 die as the H100 (same compute peak), more and faster HBM3e.
   DevicePreset h200 = h100;
@@ -43,6 +54,9 @@ std::vector<DevicePreset> Presets() {
   a100.memory_bytes = 81920 * kMiB;
   a100.nvlink_gbps = 300;
   a100.ib_gbps = 25;
+  a100.d2h_gbps = 25;
+  a100.h2d_gbps = 25;
+  a100.host_memory_bytes = 128 * kGB;
   // FlashAttention-2 reaches ~70% of peak forward on A100 (its paper),
   // cuBLAS ~80%: Ampere is easier to saturate than Hopper.
   a100.attn_fwd_efficiency = 0.65;
@@ -56,11 +70,24 @@ std::vector<DevicePreset> Presets() {
   l40s.memory_bytes = 46068 * kMiB;
   l40s.nvlink_gbps = 32;
   l40s.ib_gbps = 25;
+  l40s.d2h_gbps = 25;
+  l40s.h2d_gbps = 25;
+  l40s.host_memory_bytes = 128 * kGB;
   // A 350 W card clocks down under sustained tensor-core load.
   l40s.gemm_efficiency = 0.65;
   l40s.attn_fwd_efficiency = 0.5;
   l40s.attn_bwd_efficiency = 0.4;
-  return {h100, h200, a100, l40s};
+  // Grace Hopper: an H100's compute with 96 GB of HBM3 at 4 TB/s, and
+  // NVLink-C2C to the Grace CPU's memory instead of PCIe.
+  DevicePreset gh200 = h100;
+  gh200.name = "gh200";
+  gh200.description = "NVIDIA GH200 Grace Hopper 96GB";
+  gh200.hbm_gbps = 4000;
+  gh200.memory_bytes = 97871 * kMiB;
+  gh200.d2h_gbps = 170;
+  gh200.h2d_gbps = 400;
+  gh200.host_memory_bytes = 480 * kGB;
+  return {h100, h200, a100, l40s, gh200};
 }
 
 }  // namespace

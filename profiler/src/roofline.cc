@@ -122,6 +122,7 @@ absl::StatusOr<Profile> RooflineProfile(const ModelConfig& config,
   profile.model_name = config.name;
   profile.model_config = config.ToJson();
   profile.model = std::move(model);
+  profile.model.host_link = {device.d2h_gbps, device.h2d_gbps, device.host_memory_bytes};
   return profile;
 }
 

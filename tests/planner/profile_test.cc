@@ -33,6 +33,42 @@ TEST(ProfileTest, EmbeddingSavedBytesRoundTripsAndDefaultsToZero) {
   EXPECT_EQ(read->model.fixed.embedding_saved_bytes, 0);
 }
 
+TEST(ProfileTest, HostLinkRoundTripsAndIsLeftOutWithoutOne) {
+  Profile profile = ChainProfile();
+  nlohmann::json doc = ProfileToJson(profile);
+  EXPECT_FALSE(doc["device"].contains("host_link"));
+  profile.model.host_link = {50, 40, 256'000'000'000};
+  doc = ProfileToJson(profile);
+  EXPECT_EQ(doc["device"]["host_link"]["d2h_gbps"], 50);
+  auto read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model.host_link.d2h_gbps, 50);
+  EXPECT_EQ(read->model.host_link.h2d_gbps, 40);
+  EXPECT_EQ(read->model.host_link.host_memory_bytes, 256'000'000'000);
+  EXPECT_TRUE(read->model.host_link.available());
+}
+
+TEST(ProfileTest, RejectsAHostLinkOneWayOrNegative) {
+  Profile profile = ChainProfile();
+  profile.model.host_link = {50, 50, 1000};
+  nlohmann::json doc = ProfileToJson(profile);
+  doc["device"]["host_link"]["h2d_gbps"] = 0;
+  auto read = ProfileFromJson(doc);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("device.host_link"), std::string::npos)
+      << read.status().message();
+  doc["device"]["host_link"]["h2d_gbps"] = -3;
+  read = ProfileFromJson(doc);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("device.host_link.h2d_gbps"), std::string::npos)
+      << read.status().message();
+  doc["device"]["host_link"].erase("h2d_gbps");
+  read = ProfileFromJson(doc);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("device.host_link.h2d_gbps"), std::string::npos)
+      << read.status().message();
+}
+
 TEST(ProfileTest, RejectsABadEmbeddingSavedBytes) {
   nlohmann::json doc = ProfileToJson(ChainProfile());
   doc["fixed"]["embedding_saved_bytes"] = -1;

@@ -9,7 +9,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(DeviceTest, EveryPresetLoadsWithSaneNumbers) {
-  ASSERT_EQ(DeviceNames().size(), 4u);
+  ASSERT_EQ(DeviceNames().size(), 5u);
   for (const std::string& name : DeviceNames()) {
     absl::StatusOr<DevicePreset> d = DeviceByName(name);
     ASSERT_TRUE(d.ok()) << d.status();
@@ -62,11 +62,32 @@ TEST(DeviceTest, InterconnectsMatchTheirDatasheets) {
   }
 }
 
+TEST(DeviceTest, HostLinksAreCopyEngineFigures) {
+  // One copy engine over PCIe Gen5 x16 (H100, H200) moves about 50 GB/s each
+  // way, Gen4 x16 (A100, L40S) about 25; GH200's NVLink-C2C 170 to the host
+  // and 400 from it. A link is never faster than the GPU's own HBM.
+  EXPECT_EQ(DeviceByName("h100")->d2h_gbps, 50);
+  EXPECT_EQ(DeviceByName("h200")->h2d_gbps, 50);
+  EXPECT_EQ(DeviceByName("a100")->d2h_gbps, 25);
+  EXPECT_EQ(DeviceByName("l40s")->h2d_gbps, 25);
+  EXPECT_EQ(DeviceByName("gh200")->d2h_gbps, 170);
+  EXPECT_EQ(DeviceByName("gh200")->h2d_gbps, 400);
+  EXPECT_EQ(DeviceByName("h100")->host_memory_bytes, 256'000'000'000);
+  for (const std::string& name : DeviceNames()) {
+    const DevicePreset d = *DeviceByName(name);
+    EXPECT_GT(d.d2h_gbps, 0) << name;
+    EXPECT_GT(d.h2d_gbps, 0) << name;
+    EXPECT_LT(d.d2h_gbps, d.hbm_gbps) << name;
+    // The host share holds at least the device's own memory once over.
+    EXPECT_GT(d.host_memory_bytes, d.memory_bytes) << name;
+  }
+}
+
 TEST(DeviceTest, UnknownDeviceIsNotFoundNamingKnownOnes) {
   absl::StatusOr<DevicePreset> d = DeviceByName("b200");
   ASSERT_EQ(d.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(d.status().message(), HasSubstr("b200"));
-  for (const char* known : {"h100", "h200", "a100", "l40s"}) {
+  for (const char* known : {"h100", "h200", "a100", "l40s", "gh200"}) {
     EXPECT_THAT(d.status().message(), HasSubstr(known));
   }
 }

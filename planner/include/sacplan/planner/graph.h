@@ -172,10 +172,27 @@ struct FixedMemory {
   double step_overhead_ms = 0;
 };
 
+// The device's link to pinned host memory, over which a plan may offload
+// kept activations (docs/memory_model.md, "Offload"). Copies in each
+// direction run on their own copy engine, one after another, beside compute.
+struct HostLink {
+  double d2h_gbps = 0;  // device to pinned host, GB/s (1e9 bytes/s)
+  double h2d_gbps = 0;  // pinned host to device, GB/s
+  // Pinned host memory one rank may fill with offloaded activations.
+  int64_t host_memory_bytes = 0;
+  // Both directions copy: without a link nothing can be offloaded.
+  bool available() const { return d2h_gbps > 0 && h2d_gbps > 0; }
+  // Milliseconds to copy `bytes` at `gbps` GB/s.
+  static double CopyMs(int64_t bytes, double gbps) {
+    return static_cast<double>(bytes) / (gbps * 1e6);
+  }
+};
+
 struct Model {
   std::vector<Block> blocks;
   FixedMemory fixed;
   ParallelConfig parallel;  // the rank's job; default: a single rank
+  HostLink host_link;       // none (all zero) unless the profile has one
 };
 
 // Checks the structural invariants every consumer relies on: unique ids,

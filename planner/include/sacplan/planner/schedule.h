@@ -43,6 +43,12 @@ absl::StatusOr<Semantics> ParseSemantics(const std::string& name);
 // Collective ops are treated as saved whatever the mask says.
 using SaveMask = std::vector<bool>;
 
+// offloaded[t] is true when tensor t of the block (BlockAnalysis::tensors:
+// a carried input or an op output) is kept in pinned host memory between
+// forward and backward instead of on the device. Only tensors the save mask
+// keeps (BlockSchedule::kept) can be; empty means none.
+using OffloadMask = std::vector<bool>;
+
 enum class StepKind { kForward, kRecompute, kBackward };
 
 // What a backward step does with the gradient of one input of its op.
@@ -112,6 +118,40 @@ struct ScheduleStep {
   IndexRange grad_frees;
 };
 
+// One offloaded tensor's copies (docs/memory_model.md, "Offload"): to the
+// host on the device-to-host copy engine in forward, back on the
+// host-to-device one in backward. Step numbers index BlockSchedule's
+// forward and backward lists.
+struct OffloadCopy {
+  int tensor = 0;
+  int64_t bytes = 0;
+  // The copy to the host is issued (its host buffer allocated) after this
+  // forward step; -1: as the forward starts (a carried input).
+  int issued_after = -1;
+  // The device buffer is freed after this forward step: the first at or
+  // after its last forward reader by whose end the copy is done, or the
+  // forward's last step, where the block waits for its copies.
+  int freed_after = 0;
+  // The prefetch is issued (its device buffer allocated) before this
+  // backward step, late enough to hold the device memory briefly, early
+  // enough to arrive before its first reader; -1: backward never reads it.
+  int prefetch_before = -1;
+  double d2h_ms = 0;  // the copies' durations at the link's bandwidths
+  double h2d_ms = 0;
+};
+
+struct BlockCopies {
+  std::vector<OffloadCopy> copies;  // in the order they go to the host
+  // Compute waiting for a copy: at the forward's end, until every copy to
+  // the host is done (a block's copies never outlive its forward), and
+  // before each backward step (one entry per step, or empty), until the
+  // prefetches it reads have arrived.
+  double forward_wait_ms = 0;
+  std::vector<double> backward_wait_ms;
+  double exposed_ms = 0;      // the sum of the waits
+  int64_t host_bytes = 0;     // the copies' bytes, held on the host
+};
+
 struct BlockSchedule {
   // Per tensor: held from forward to backward. A carried input is kept
   // unless the block frees it in forward (a torch-sac block that autograd
@@ -159,6 +199,10 @@ struct BlockSchedule {
   // gradients are live when the backward starts; the carried inputs' are
   // left live for the block before.
   IndexRange final_grad_joins;
+  // The offloaded tensors' copies; empty without offload. A step's free of
+  // an offloaded tensor frees its prefetched buffer (if any) and its host
+  // copy.
+  BlockCopies offload;
 };
 
 // The entries of `list` in `range`.
@@ -226,6 +270,20 @@ double TorchSacCheckpointMs(const BlockAnalysis& block, const SaveMask& saved);
 // Lowers a save mask (one entry per op) to the block's schedule.
 BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics);
+
+// The same with the tensors `offloaded` marks (an empty mask: none) kept in
+// host memory, their copies timed from the ops' times and `link`'s
+// bandwidths (which must be > 0 when anything is offloaded). Marked
+// tensors the schedule does not keep, and carried inputs the block before
+// holds as its output, stay as they are.
+BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
+                         Semantics semantics, const OffloadMask& offloaded,
+                         const HostLink& link);
+
+// Whether tensor `t` may be offloaded at all, whatever the plan: a carried
+// input or the output of an op that is not a collective (collectives stay
+// saved on the device, as their outputs feed the ranks' next collective).
+bool Offloadable(const BlockAnalysis& block, int t);
 
 }  // namespace sacplan
 

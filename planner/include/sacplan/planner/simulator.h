@@ -27,7 +27,13 @@ struct StepResult {
   // FSDP collective time compute does not hide (docs/memory_model.md).
   double comm_ms = 0;
   double overhead_ms = 0;      // FixedMemory::step_overhead_ms
-  double step_ms = 0;          // sum of the six above
+  // Offload: compute waiting for copies to and from the host.
+  double exposed_copy_ms = 0;
+  double step_ms = 0;          // sum of the seven above
+  // Offload: the bytes the blocks keep on the host, and the most pinned
+  // host memory they hold at once.
+  int64_t offloaded_bytes = 0;
+  int64_t host_peak_bytes = 0;
   int recomputed_ops = 0;
   std::vector<TimelinePoint> timeline;  // filled when asked for
   std::vector<MemoryEvent> events;      // filled when asked for
@@ -57,6 +63,15 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                                         const std::vector<SaveMask>& masks,
                                         Semantics semantics,
                                         const SimulateOptions& options = {});
+// The same with offload: offloaded[b] is block b's OffloadMask (empty: none),
+// or `offloaded` is empty. Fails with InvalidArgument when a mask's length is
+// wrong, or when something is offloaded and the model has no host link. A
+// carried input the block before holds as its output stays on the device.
+absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
+                                        const std::vector<SaveMask>& masks,
+                                        const std::vector<OffloadMask>& offloaded,
+                                        Semantics semantics,
+                                        const SimulateOptions& options = {});
 
 // What one block costs, measured on its own: the quantities the solver
 // composes into a step peak (see docs/memory_model.md).
@@ -68,9 +83,15 @@ struct BlockCost {
   int64_t backward_peak_bytes = 0;  // kept + recompute + grads + workspace
   double recompute_ms = 0;
   int recomputed_ops = 0;
+  double exposed_copy_ms = 0;  // offload: compute waiting for copies
+  int64_t host_bytes = 0;      // offload: bytes kept on the host
 };
 BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);
+// With the tensors `offloaded` marks kept on the host over `link`.
+BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
+                        Semantics semantics, const OffloadMask& offloaded,
+                        const HostLink& link);
 
 }  // namespace sacplan
 

@@ -11,7 +11,7 @@
 namespace sacplan {
 
 struct DevicePreset {
-  std::string name;            // "h100", "h200", "a100", "l40s"
+  std::string name;            // "h100", "h200", "a100", "l40s", "gh200"
   std::string description;     // "NVIDIA H100 SXM5 80GB"
   double peak_bf16_tflops = 0; // dense tensor-core peak
   double hbm_gbps = 0;         // memory bandwidth, GB/s (1e9)
@@ -22,6 +22,13 @@ struct DevicePreset {
   // a larger one at ib_gbps (docs/many_gpus.md).
   double nvlink_gbps = 0;
   double ib_gbps = 0;
+  // The link to pinned host memory that offload copies over, GB/s (1e9)
+  // one way, as one copy engine moves it (a pinned cudaMemcpyAsync), not
+  // the bus's bidirectional datasheet figure; and the pinned host memory
+  // one GPU may fill: its share of its node's RAM. docs/models.md cites them.
+  double d2h_gbps = 0;
+  double h2d_gbps = 0;
+  int64_t host_memory_bytes = 0;
   // Achieved fractions of peak (realistic, not datasheet).
   double gemm_efficiency = 0.8;
   double attn_fwd_efficiency = 0.6;

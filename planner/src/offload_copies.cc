@@ -1,0 +1,165 @@
+// Offload's copies, timed once per schedule (docs/memory_model.md,
+// "Offload"). The simulator and the executor both follow the steps chosen
+// here; only the waits depend on times, and they are computed the same way
+// the simulator's clock runs.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "sacplan/planner/schedule.h"
+
+namespace sacplan {
+namespace {
+
+// The tensors this block keeps and may move to the host.
+std::vector<int> OffloadedTensors(const BlockAnalysis& block, const BlockSchedule& schedule,
+                                  const OffloadMask& offloaded) {
+  std::vector<int> tensors;
+  for (int t = 0; t < static_cast<int>(offloaded.size()); ++t) {
+    if (offloaded[t] && schedule.kept[t] && Offloadable(block, t)) tensors.push_back(t);
+  }
+  return tensors;
+}
+
+// Forward: each copy is issued once its tensor exists (carried inputs as the
+// forward starts, op outputs after their op), the copies run one after
+// another at the link's device-to-host rate, and a device buffer is freed
+// after the first step by whose end its copy is done and its last forward
+// reader has run. What is still copying when the forward ends is waited for.
+void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
+                       Semantics semantics, BlockCopies& copies) {
+  std::vector<double> step_end_ms(schedule.forward.size());
+  double clock_ms = 0;
+  for (size_t k = 0; k < schedule.forward.size(); ++k) {
+    clock_ms += block.ops[schedule.forward[k].op].fwd_ms;
+    step_end_ms[k] = clock_ms;
+  }
+  const int last_step = static_cast<int>(schedule.forward.size()) - 1;
+  double engine_free_ms = 0;
+  for (OffloadCopy& copy : copies.copies) {
+    const TensorNode& node = block.tensors[copy.tensor];
+    copy.issued_after = node.producer;  // -1 for a carried input
+    const double issued_ms = node.producer >= 0 ? step_end_ms[node.producer] : 0;
+    const double done_ms = std::max(issued_ms, engine_free_ms) + copy.d2h_ms;
+    engine_free_ms = done_ms;
+    int last_reader = node.consumers.empty() ? std::max(node.producer, 0) : node.consumers.back();
+    if (semantics == Semantics::kTorchSac) last_reader = std::max(last_reader, node.held_until);
+    copy.freed_after = last_step;
+    for (int k = std::max(last_reader, copy.issued_after); k <= last_step; ++k) {
+      if (step_end_ms[k] >= done_ms) {
+        copy.freed_after = k;
+        break;
+      }
+    }
+  }
+  copies.forward_wait_ms = std::max(0.0, engine_free_ms - clock_ms);
+}
+
+// What a backward step reads: a recompute its op's inputs, an op's
+// backward what its backward needs.
+const std::vector<int>& StepReads(const BlockAnalysis& block, const ScheduleStep& step) {
+  const OpNode& op = block.ops[step.op];
+  return step.kind == StepKind::kRecompute ? op.inputs : op.backward_needs;
+}
+
+double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
+  const OpNode& op = block.ops[step.op];
+  return step.kind == StepKind::kRecompute ? op.fwd_ms : op.bwd_ms;
+}
+
+// Backward: prefetches go in the order their tensors are first read. Each
+// is placed as late as the host-to-device engine allows for it to arrive
+// before its reader starts, had nothing waited (latest first: a prefetch
+// must also be done before the next one's latest start), and issued before
+// the step during which that moment falls. Then the steps run on a clock
+// that waits at a step for whatever it reads that has not arrived.
+void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
+                        BlockCopies& copies) {
+  const int steps = static_cast<int>(schedule.backward.size());
+  std::vector<double> step_start_ms(steps + 1, 0);
+  for (int s = 0; s < steps; ++s) {
+    step_start_ms[s + 1] = step_start_ms[s] + StepMs(block, schedule.backward[s]);
+  }
+  std::vector<int> first_read(block.tensors.size(), -1);
+  for (int s = steps - 1; s >= 0; --s) {
+    for (int t : StepReads(block, schedule.backward[s])) first_read[t] = s;
+  }
+  std::vector<OffloadCopy*> prefetched;
+  for (OffloadCopy& copy : copies.copies) {
+    if (first_read[copy.tensor] >= 0) prefetched.push_back(&copy);
+  }
+  std::stable_sort(prefetched.begin(), prefetched.end(),
+                   [&](const OffloadCopy* a, const OffloadCopy* b) {
+                     return first_read[a->tensor] < first_read[b->tensor];
+                   });
+  double next_start_ms = std::numeric_limits<double>::infinity();
+  for (auto it = prefetched.rbegin(); it != prefetched.rend(); ++it) {
+    OffloadCopy& copy = **it;
+    const double arrive_ms = std::min(step_start_ms[first_read[copy.tensor]], next_start_ms);
+    const double start_ms = arrive_ms - copy.h2d_ms;
+    next_start_ms = start_ms;
+    // The step running at start_ms (the first when it is before the backward).
+    int step = 0;
+    while (step + 1 < steps && step_start_ms[step + 1] <= start_ms) ++step;
+    copy.prefetch_before = std::min(step, first_read[copy.tensor]);
+  }
+
+  copies.backward_wait_ms.assign(steps, 0);
+  std::vector<double> arrives_ms(block.tensors.size(), 0);
+  double clock_ms = 0;
+  double engine_free_ms = 0;
+  size_t next = 0;
+  for (int s = 0; s < steps; ++s) {
+    for (; next < prefetched.size() && prefetched[next]->prefetch_before == s; ++next) {
+      engine_free_ms = std::max(engine_free_ms, clock_ms) + prefetched[next]->h2d_ms;
+      arrives_ms[prefetched[next]->tensor] = engine_free_ms;
+    }
+    double ready_ms = clock_ms;
+    for (int t : StepReads(block, schedule.backward[s])) {
+      if (first_read[t] == s) ready_ms = std::max(ready_ms, arrives_ms[t]);
+    }
+    copies.backward_wait_ms[s] = ready_ms - clock_ms;
+    clock_ms = ready_ms + StepMs(block, schedule.backward[s]);
+  }
+}
+
+}  // namespace
+
+bool Offloadable(const BlockAnalysis& block, int t) {
+  const TensorNode& node = block.tensors[t];
+  if (node.carried_input) return true;
+  if (node.producer < 0 || node.block_output) return false;
+  const OpNode& op = block.ops[node.producer];
+  // Autocast's cache holds a cast until the step's autocast region ends, so
+  // moving it would free nothing.
+  return !op.collective && !op.autocast_cached;
+}
+
+BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
+                         Semantics semantics, const OffloadMask& offloaded,
+                         const HostLink& link) {
+  BlockSchedule schedule = LowerBlock(block, saved, semantics);
+  BlockCopies& copies = schedule.offload;
+  for (int t : OffloadedTensors(block, schedule, offloaded)) {
+    OffloadCopy copy;
+    copy.tensor = t;
+    copy.bytes = block.tensors[t].bytes;
+    copy.d2h_ms = HostLink::CopyMs(copy.bytes, link.d2h_gbps);
+    copy.h2d_ms = HostLink::CopyMs(copy.bytes, link.h2d_gbps);
+    copies.host_bytes += copy.bytes;
+    copies.copies.push_back(copy);
+  }
+  if (copies.copies.empty()) return schedule;
+  // Carried inputs exist before any op's output: they go first.
+  std::stable_sort(copies.copies.begin(), copies.copies.end(),
+                   [&](const OffloadCopy& a, const OffloadCopy& b) {
+                     return block.tensors[a.tensor].producer < block.tensors[b.tensor].producer;
+                   });
+  TimeForwardCopies(block, schedule, semantics, copies);
+  TimeBackwardCopies(block, schedule, copies);
+  copies.exposed_ms = copies.forward_wait_ms;
+  for (double wait : copies.backward_wait_ms) copies.exposed_ms += wait;
+  return schedule;
+}
+
+}  // namespace sacplan

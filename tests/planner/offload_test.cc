@@ -1,0 +1,180 @@
+// Offload in the schedule, the block evaluation and the step simulator,
+// worked by hand on the chain block (docs/memory_model.md, "Offload"):
+// x = 200 B -> fc (3 ms fwd, 6 bwd; needs x) -> fc.out 400 B -> act (1 / 1;
+// needs fc.out) -> act.out 400 B -> add(x, act.out) (0.5 / 0.5) -> 200 B.
+// The link moves 400 B in 2 ms to the host and in 1 ms back.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/simulator.h"
+#include "test_graphs.h"
+
+namespace sacplan {
+namespace {
+
+const SaveMask kSaveAll{true, true, true};
+const SaveMask kSaveNone{false, false, false};
+// Tensors: x, fc.out, act.out, add.out.
+const OffloadMask kFcOut{false, true, false, false};
+const OffloadMask kInput{true, false, false, false};
+constexpr HostLink kLink{0.0002, 0.0004, 1 << 20};
+
+TEST(OffloadScheduleTest, CopiesAreTimedByHand) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  const BlockSchedule s = LowerBlock(block, kSaveAll, Semantics::kSacplan, kFcOut, kLink);
+  ASSERT_EQ(s.offload.copies.size(), 1u);
+  const OffloadCopy& copy = s.offload.copies[0];
+  EXPECT_EQ(copy.tensor, 1);
+  EXPECT_DOUBLE_EQ(copy.d2h_ms, 2.0);
+  EXPECT_DOUBLE_EQ(copy.h2d_ms, 1.0);
+  // Issued after fc (t = 3), done at 5: after add, the forward's last step,
+  // which ends at 4.5 and waits 0.5 for it.
+  EXPECT_EQ(copy.issued_after, 0);
+  EXPECT_EQ(copy.freed_after, 2);
+  EXPECT_DOUBLE_EQ(s.offload.forward_wait_ms, 0.5);
+  // Backward: add (0.5), act (1, reads fc.out), fc (6). The latest start
+  // for arriving at act's start (0.5) is -0.5: issued before add, it
+  // arrives at 1.0 and act waits 0.5.
+  EXPECT_EQ(copy.prefetch_before, 0);
+  ASSERT_EQ(s.offload.backward_wait_ms.size(), 3u);
+  EXPECT_DOUBLE_EQ(s.offload.backward_wait_ms[1], 0.5);
+  EXPECT_DOUBLE_EQ(s.offload.exposed_ms, 1.0);
+  EXPECT_EQ(s.offload.host_bytes, 400);
+}
+
+TEST(OffloadScheduleTest, OnlyKeptOffloadableTensorsMove) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  // Full checkpointing keeps only x: fc.out is recomputed, not offloaded.
+  EXPECT_TRUE(LowerBlock(block, kSaveNone, Semantics::kSacplan, kFcOut, kLink)
+                  .offload.copies.empty());
+  // The block output is the next block's to keep.
+  EXPECT_TRUE(LowerBlock(block, kSaveAll, Semantics::kSacplan,
+                         OffloadMask{false, false, false, true}, kLink)
+                  .offload.copies.empty());
+  EXPECT_FALSE(Offloadable(block, 3));
+  EXPECT_TRUE(Offloadable(block, 0));
+  EXPECT_TRUE(Offloadable(block, 1));
+}
+
+TEST(OffloadEvaluateTest, AnOffloadedOutputLeavesTheKeptBytes) {
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    const BlockCost kept = EvaluateBlock(block, kSaveAll, semantics);
+    const BlockCost moved = EvaluateBlock(block, kSaveAll, semantics, kFcOut, kLink);
+    EXPECT_EQ(kept.kept_bytes, 600) << SemanticsName(semantics);
+    EXPECT_EQ(moved.kept_bytes, 200) << SemanticsName(semantics);
+    // fc.out is on the device until its copy is done and when it is back.
+    EXPECT_EQ(moved.forward_peak_bytes, kept.forward_peak_bytes);
+    EXPECT_EQ(moved.backward_peak_bytes, kept.backward_peak_bytes);
+    EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 1.0);
+    EXPECT_EQ(moved.host_bytes, 400);
+    EXPECT_DOUBLE_EQ(moved.recompute_ms, 0);
+  }
+}
+
+TEST(OffloadEvaluateTest, AnOffloadedInputArrivesBeforeTheRecomputeReadsIt) {
+  // Full checkpointing keeps x only. Its copy (1 ms) is done long before
+  // add frees it (4.5 ms); the backward runs add (0.5), recomputes fc (reads
+  // x), then act and fc's backward: x takes 0.5 ms to come back, issued
+  // before add, it arrives as the recompute starts.
+  const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
+  const BlockCost cost = EvaluateBlock(block, kSaveNone, Semantics::kSacplan, kInput, kLink);
+  EXPECT_EQ(cost.kept_bytes, 0);
+  EXPECT_EQ(cost.forward_peak_bytes, 1000);
+  EXPECT_EQ(cost.backward_peak_bytes, 1600);
+  EXPECT_DOUBLE_EQ(cost.exposed_copy_ms, 0);
+  EXPECT_DOUBLE_EQ(cost.recompute_ms, 3.0);
+  EXPECT_EQ(cost.host_bytes, 200);
+}
+
+TEST(OffloadStepTest, TwoBlocksByHand) {
+  Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+  model.host_link = kLink;
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  // Without offload: 1000 fixed + block 0's kept 600 + block 1's backward
+  // 1600. Block 0 sending fc.out to the host keeps 200 instead.
+  const StepResult kept = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, Semantics::kSacplan);
+  EXPECT_EQ(kept.peak_bytes, 3200);
+  const StepResult moved = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, {kFcOut, {}},
+                                         Semantics::kSacplan);
+  EXPECT_EQ(moved.peak_bytes, 2800);
+  EXPECT_EQ(moved.peak.block, 1);
+  EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 1.0);
+  EXPECT_DOUBLE_EQ(moved.step_ms, kept.step_ms + 1.0);
+  EXPECT_EQ(moved.offloaded_bytes, 400);
+  EXPECT_EQ(moved.host_peak_bytes, 400);
+  // Both blocks sending their input and fc.out: 600 B on the host at once.
+  const OffloadMask both{true, true, false, false};
+  const StepResult two = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, {both, both},
+                                       Semantics::kSacplan);
+  EXPECT_EQ(two.host_peak_bytes, 1200);
+  EXPECT_EQ(two.offloaded_bytes, 1200);
+}
+
+TEST(OffloadStepTest, RefusedWithoutAHostLinkOrWithAMaskOfTheWrongLength) {
+  const Model model = testing::ChainModel(2);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  absl::StatusOr<StepResult> step = SimulateStep(analyzed, {kSaveAll, kSaveAll},
+                                                 {kFcOut, {}}, Semantics::kSacplan);
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("host link"), std::string::npos)
+      << step.status().message();
+  // Offloading nothing needs no link.
+  EXPECT_TRUE(SimulateStep(analyzed, {kSaveAll, kSaveAll}, {{}, {}}, Semantics::kSacplan).ok());
+  Model linked = model;
+  linked.host_link = kLink;
+  const AnalyzedModel with_link = *AnalyzeModel(linked);
+  step = SimulateStep(with_link, {kSaveAll, kSaveAll}, {OffloadMask{true}, {}},
+                      Semantics::kSacplan);
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("offload decisions"), std::string::npos)
+      << step.status().message();
+}
+
+// On random one- and two-stream models, both semantics, random save and
+// offload masks: every step frees each buffer once (SimulateStep checks),
+// the host holds what is offloaded, and over a link too fast to wait for,
+// an offloaded tensor's device life is part of its kept life, so the peak
+// never rises and no time is exposed.
+TEST(OffloadStepTest, RandomMasksOverAnInstantLinkNeverRaiseThePeak) {
+  std::mt19937 rng(7);
+  int offloading_steps = 0;
+  int lower_peaks = 0;
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    Model model = seed % 2 == 0 ? testing::RandomModel(3, 8, seed, false)
+                                : testing::RandomTwoStreamModel(3, 8, seed, false);
+    model.host_link = {1e9, 1e9, 1 << 30};
+    const AnalyzedModel analyzed = *AnalyzeModel(model);
+    for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+      for (int trial = 0; trial < 8; ++trial) {
+        std::vector<SaveMask> masks;
+        std::vector<OffloadMask> offloaded;
+        for (const BlockAnalysis& block : analyzed.blocks) {
+          SaveMask mask(block.ops.size());
+          for (size_t k = 0; k < mask.size(); ++k) mask[k] = rng() % 2 == 0;
+          masks.push_back(ReplayRandomOps(block, mask));
+          OffloadMask moved(block.tensors.size());
+          for (size_t t = 0; t < moved.size(); ++t) moved[t] = rng() % 2 == 0;
+          offloaded.push_back(moved);
+        }
+        const StepResult kept = *SimulateStep(analyzed, masks, semantics);
+        absl::StatusOr<StepResult> moved = SimulateStep(analyzed, masks, offloaded, semantics);
+        ASSERT_TRUE(moved.ok()) << moved.status();
+        EXPECT_LE(moved->peak_bytes, kept.peak_bytes) << seed << " " << trial;
+        EXPECT_NEAR(moved->exposed_copy_ms, 0, 1e-6);
+        EXPECT_NEAR(moved->step_ms, kept.step_ms, 1e-6);
+        // Every host copy lives from its block's forward to its backward.
+        EXPECT_EQ(moved->host_peak_bytes, moved->offloaded_bytes);
+        offloading_steps += moved->offloaded_bytes > 0 ? 1 : 0;
+        lower_peaks += moved->peak_bytes < kept.peak_bytes ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(offloading_steps, 150);
+  EXPECT_GT(lower_peaks, 50);
+}
+
+}  // namespace
+}  // namespace sacplan
