@@ -17,8 +17,9 @@ namespace sacplan::fuzz {
 
 inline absl::StatusOr<StepResult> CheckedStep(const AnalyzedModel& model,
                                               const std::vector<SaveMask>& masks,
-                                              Semantics semantics) {
-  absl::StatusOr<StepResult> result = SimulateStep(model, masks, semantics);
+                                              Semantics semantics,
+                                              const std::vector<OffloadMask>& offloaded = {}) {
+  absl::StatusOr<StepResult> result = SimulateStep(model, masks, offloaded, semantics);
   if (absl::IsInternal(result.status())) {
     std::fprintf(stderr, "%s\n", std::string(result.status().message()).c_str());
     std::abort();

@@ -48,7 +48,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)CheckPlanMatches(*plan, target.profile);
   absl::StatusOr<std::vector<SaveMask>> masks = MasksFromPlan(target.model, *plan);
   if (!masks.ok()) return 0;
-  absl::StatusOr<StepResult> result = fuzz::CheckedStep(target.model, *masks, plan->semantics);
+  absl::StatusOr<std::vector<OffloadMask>> offloaded =
+      OffloadMasksFromPlan(target.model, *plan, *masks);
+  if (!offloaded.ok()) return 0;
+  absl::StatusOr<StepResult> result =
+      fuzz::CheckedStep(target.model, *masks, plan->semantics, *offloaded);
   if (!result.ok()) return 0;
   fuzz::RequireReadsBack(PlanToJson(*plan, target.model), [](const json_reader::json& written) {
     return PlanFromJson(written);

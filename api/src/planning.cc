@@ -245,8 +245,14 @@ absl::StatusOr<Simulation> Simulate(const LoadedProfile& loaded, const Plan& pla
   if (!masks.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(plan_name, ": ", masks.status().message()));
   }
-  ASSIGN_OR_RETURN(sim.result,
-                   SimulateStep(loaded.analyzed, *masks, sim.semantics, {.record_events = true}));
+  absl::StatusOr<std::vector<OffloadMask>> offloaded =
+      OffloadMasksFromPlan(loaded.analyzed, simulated, *masks);
+  if (!offloaded.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(plan_name, ": ", offloaded.status().message()));
+  }
+  ASSIGN_OR_RETURN(sim.result, SimulateStep(loaded.analyzed, *masks, *offloaded, sim.semantics,
+                                            {.record_events = true}));
   ASSIGN_OR_RETURN(sim.reserved, ReplayStepEvents(sim.result.events));
   return sim;
 }
@@ -271,6 +277,9 @@ std::string SimulationJson(const Simulation& sim) {
       {"comm_ms", result.comm_ms},
       {"overhead_ms", result.overhead_ms},
       {"recomputed_ops", result.recomputed_ops},
+      {"exposed_copy_ms", result.exposed_copy_ms},
+      {"offloaded_bytes", result.offloaded_bytes},
+      {"host_peak_bytes", result.host_peak_bytes},
       {"peak", peak},
       {"prediction_holds", PredictionHolds(plan.predicted, result, sim.reserved)},
   };
@@ -407,9 +416,18 @@ std::string RanksNote(const Model& model) {
 }
 
 std::string StepSummary(const StepResult& result) {
-  const std::string comm =
+  std::string comm =
       result.comm_ms > 0 ? absl::StrFormat(", exposed collectives %.2f", result.comm_ms)
                          : std::string();
+  if (result.offloaded_bytes > 0) {
+    absl::StrAppendFormat(&comm, ", exposed copies %.2f", result.exposed_copy_ms);
+  }
+  const std::string offload =
+      result.offloaded_bytes > 0
+          ? absl::StrFormat("  offload    %s to the host, host peak %s\n",
+                            BytesForHumans(result.offloaded_bytes),
+                            BytesForHumans(result.host_peak_bytes))
+          : std::string();
   return absl::StrFormat(
       "  peak       %s, reached in %s\n"
       "  step       %.2f ms (forward %.2f, backward %.2f, recompute %.2f, "
@@ -417,7 +435,7 @@ std::string StepSummary(const StepResult& result) {
       "  recompute  %d ops, %.2f ms\n",
       BytesForHumans(result.peak_bytes), DescribeLocation(result.peak), result.step_ms,
       result.forward_ms, result.backward_ms, result.recompute_ms, result.optimizer_ms,
-      result.overhead_ms, comm, result.recomputed_ops, result.recompute_ms);
+      result.overhead_ms, comm, result.recomputed_ops, result.recompute_ms) + offload;
 }
 
 std::string ReservedSummary(const AllocatorStats& stats) {

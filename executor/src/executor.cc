@@ -78,6 +78,11 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(
   RETURN_IF_ERROR(CheckPlanModel(model, plan));
   ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(model.graph()));
   ASSIGN_OR_RETURN(std::vector<SaveMask> masks, MasksFromPlan(analyzed, plan));
+  if (PlanOffloads(plan)) {
+    return absl::InvalidArgumentError(
+        "plan offloads to the host; the executor does not offload yet: make the plan "
+        "without offload");
+  }
   return Create(model, std::move(masks), plan.semantics);
 }
 

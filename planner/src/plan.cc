@@ -13,16 +13,40 @@ namespace sacplan {
 using json_reader::json;
 
 std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
-                                           const std::vector<SaveMask>& masks) {
+                                           const std::vector<SaveMask>& masks,
+                                           const std::vector<OffloadMask>& offloaded) {
   std::vector<BlockPlan> blocks;
   for (size_t b = 0; b < masks.size(); ++b) {
-    BlockPlan block{static_cast<int>(b), {}};
+    const BlockAnalysis& analysis = model.blocks[b];
+    BlockPlan block{static_cast<int>(b), {}, {}};
     for (size_t k = 0; k < masks[b].size(); ++k) {
-      if (masks[b][k]) block.save.push_back(model.blocks[b].op_ids[k]);
+      if (masks[b][k]) block.save.push_back(analysis.op_ids[k]);
+    }
+    if (b < offloaded.size() && !offloaded[b].empty()) {
+      // Carried inputs come first among the tensors, then op outputs in op
+      // order: one entry per input, one per op however many outputs move.
+      int last_op = -1;
+      for (size_t t = 0; t < offloaded[b].size(); ++t) {
+        if (!offloaded[b][t]) continue;
+        const TensorNode& node = analysis.tensors[t];
+        if (node.carried_input) {
+          block.offload.push_back(node.id);
+        } else if (node.producer >= 0 && node.producer != last_op) {
+          block.offload.push_back(analysis.op_ids[node.producer]);
+          last_op = node.producer;
+        }
+      }
     }
     blocks.push_back(std::move(block));
   }
   return blocks;
+}
+
+bool PlanOffloads(const Plan& plan) {
+  for (const BlockPlan& block : plan.blocks) {
+    if (!block.offload.empty()) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
@@ -76,6 +100,65 @@ absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
     }
   }
   return masks;
+}
+
+namespace {
+
+// Why block `analysis` cannot offload op `k` under `saved`, or "".
+std::string OffloadRefusal(const BlockAnalysis& analysis, const SaveMask& saved, int k) {
+  const OpNode& op = analysis.ops[k];
+  if (op.collective) return "a collective: its output stays on the device";
+  if (op.autocast_cached) {
+    return "an autocast-cached weight cast: autocast's cache holds it on the device anyway";
+  }
+  for (int out : op.outputs) {
+    if (analysis.tensors[out].block_output) {
+      return "the block output's producer: the next block keeps that tensor";
+    }
+  }
+  if (!saved[k]) return "not saved: only what the plan keeps can be offloaded";
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
+    const AnalyzedModel& model, const Plan& plan, const std::vector<SaveMask>& masks) {
+  if (!PlanOffloads(plan)) return std::vector<OffloadMask>();
+  if (!model.model->host_link.available()) {
+    return absl::InvalidArgumentError(
+        "plan offloads to the host, but the profile's device has no host link "
+        "(device.host_link)");
+  }
+  std::vector<OffloadMask> offloaded(model.blocks.size());
+  for (const BlockPlan& block : plan.blocks) {
+    // MasksFromPlan has checked the index.
+    const BlockAnalysis& analysis = model.blocks[block.index];
+    OffloadMask& mask = offloaded[block.index];
+    mask.assign(analysis.tensors.size(), false);
+    for (const std::string& id : block.offload) {
+      const int op = analysis.FindOp(id);
+      if (op >= 0) {
+        const std::string refusal = OffloadRefusal(analysis, masks[block.index], op);
+        if (!refusal.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "plan block ", block.index, " offloads op '", id, "', which is ", refusal));
+        }
+        for (int out : analysis.ops[op].outputs) mask[out] = true;
+        continue;
+      }
+      bool input = false;
+      for (int t : analysis.carried_inputs) {
+        if (analysis.tensors[t].id == id) mask[t] = input = true;
+      }
+      if (!input) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan block ", block.index, " offloads '", id,
+            "', which is neither an op nor a carried input of the model's block"));
+      }
+    }
+  }
+  return offloaded;
 }
 
 std::string GraphFingerprint(const Model& model) {
@@ -140,6 +223,9 @@ absl::Status CheckPlanMatches(const Plan& plan, const Profile& profile) {
 
 void SetPrediction(const StepResult& result, Plan& plan) {
   plan.predicted = {result.peak_bytes, result.step_ms, result.recompute_ms};
+  plan.predicted.exposed_copy_ms = result.exposed_copy_ms;
+  plan.predicted.offloaded_bytes = result.offloaded_bytes;
+  plan.predicted.host_peak_bytes = result.host_peak_bytes;
 }
 
 const char* BudgetKindName(BudgetKind kind) {
@@ -157,9 +243,10 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
   RETURN_IF_ERROR(json_reader::RequireObject(doc, "plan"));
   std::string schema;
   RETURN_IF_ERROR(json_reader::ReadString(doc, "schema", "", true, schema));
-  if (schema != kPlanSchema) {
-    return json_reader::Error("schema", absl::StrCat("expected \"", kPlanSchema,
-                                                     "\", got \"", schema, "\""));
+  if (schema != kPlanSchema && schema != kPlanSchemaOffload) {
+    return json_reader::Error("schema", absl::StrCat("expected \"", kPlanSchema, "\" or \"",
+                                                     kPlanSchemaOffload, "\", got \"", schema,
+                                                     "\""));
   }
   Plan plan;
   RETURN_IF_ERROR(
@@ -200,6 +287,15 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
     RETURN_IF_ERROR(
         json_reader::ReadInt(*predicted, "reserved_peak_bytes", "predicted", false,
                              plan.predicted.reserved_peak_bytes, json_reader::kByteRange));
+    RETURN_IF_ERROR(
+        json_reader::ReadNumber(*predicted, "exposed_copy_ms", "predicted", false,
+                                plan.predicted.exposed_copy_ms, json_reader::kTimeRange));
+    RETURN_IF_ERROR(
+        json_reader::ReadInt(*predicted, "offloaded_bytes", "predicted", false,
+                             plan.predicted.offloaded_bytes, json_reader::kByteRange));
+    RETURN_IF_ERROR(
+        json_reader::ReadInt(*predicted, "host_peak_bytes", "predicted", false,
+                             plan.predicted.host_peak_bytes, json_reader::kByteRange));
   }
   const json* blocks = json_reader::Find(doc, "blocks");
   if (blocks == nullptr) return json_reader::Error("blocks", "missing");
@@ -212,6 +308,13 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
                                                    block.index, json_reader::kIndexRange));
     RETURN_IF_ERROR(
         json_reader::ReadStrings((*blocks)[i], "save", path, true, block.save));
+    RETURN_IF_ERROR(
+        json_reader::ReadStrings((*blocks)[i], "offload", path, false, block.offload));
+    if (!block.offload.empty() && schema == kPlanSchema) {
+      return json_reader::Error(path + ".offload",
+                                absl::StrCat("needs schema \"", kPlanSchemaOffload,
+                                             "\" (a plan/1 reader would ignore it)"));
+    }
     plan.blocks.push_back(std::move(block));
   }
   return plan;
@@ -241,8 +344,10 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
                       {"save", block.save},
                       {"recompute", recompute},
                       {"checkpoint", !recompute.empty()}});
+    if (!block.offload.empty()) blocks.back()["offload"] = block.offload;
   }
-  json doc = {{"schema", kPlanSchema},
+  const bool offloads = PlanOffloads(plan);
+  json doc = {{"schema", offloads ? kPlanSchemaOffload : kPlanSchema},
           {"model", plan.model_name},
           {"method", plan.method},
           {"graph_fingerprint", GraphFingerprint(*model.model)},
@@ -257,6 +362,11 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
   if (!plan.model_config.empty()) doc["model_config"] = plan.model_config;
   if (plan.predicted.reserved_peak_bytes > 0) {
     doc["predicted"]["reserved_peak_bytes"] = plan.predicted.reserved_peak_bytes;
+  }
+  if (offloads) {
+    doc["predicted"]["exposed_copy_ms"] = plan.predicted.exposed_copy_ms;
+    doc["predicted"]["offloaded_bytes"] = plan.predicted.offloaded_bytes;
+    doc["predicted"]["host_peak_bytes"] = plan.predicted.host_peak_bytes;
   }
   return doc;
 }

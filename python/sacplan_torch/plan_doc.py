@@ -1,4 +1,4 @@
-"""Reading plan.json (`sacplan.plan/1`) and checking it against a model."""
+"""Reading plan.json (`sacplan.plan/1`, `/2`) and checking it against a model."""
 
 from __future__ import annotations
 
@@ -66,6 +66,10 @@ def load_plan(source: PlanLike) -> Dict[str, Any]:
             raise SacplanError(f"plan: blocks[{i}].recompute must be a list of op ids")
         if not isinstance(block.get("checkpoint", True), bool):
             raise SacplanError(f"plan: blocks[{i}].checkpoint must be true or false")
+        if block.get("offload"):
+            raise SacplanError(
+                f"plan: block {block['index']} offloads to the host, which apply_plan "
+                "does not do yet: make the plan without offload")
     config = plan.get("model_config", {})
     if not isinstance(config, dict):
         raise SacplanError("plan: model_config must be an object")

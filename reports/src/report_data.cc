@@ -15,7 +15,7 @@ namespace {
 // step's allocations for plan.reserved_peak_bytes (the events are dropped).
 absl::Status SimulateForReport(const AnalyzedModel& model, ReportPlan& plan) {
   ASSIGN_OR_RETURN(StepResult result,
-                   SimulateStep(model, plan.masks, plan.semantics,
+                   SimulateStep(model, plan.masks, plan.offloaded, plan.semantics,
                                 {.record_timeline = true, .record_events = true}));
   ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayStepEvents(result.events));
   plan.result = std::move(result);
@@ -35,11 +35,18 @@ absl::StatusOr<ReportPlan> PlanFromFile(const Profile& profile,
     return absl::InvalidArgumentError(
         absl::StrCat(file.path, ": ", masks.status().message()));
   }
+  absl::StatusOr<std::vector<OffloadMask>> offloaded =
+      OffloadMasksFromPlan(model, file.plan, *masks);
+  if (!offloaded.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path, ": ", offloaded.status().message()));
+  }
   ReportPlan plan;
   plan.name = file.plan.method.empty() ? file.path : file.plan.method;
   plan.origin = file.path;
   plan.semantics = file.plan.semantics;
   plan.masks = *std::move(masks);
+  plan.offloaded = *std::move(offloaded);
   if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file.path, ": ", simulated.message()));
   }

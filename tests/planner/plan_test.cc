@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "sacplan/planner/atomic_file.h"
 #include "sacplan/planner/presets.h"
 #include "test_graphs.h"
@@ -134,7 +135,7 @@ TEST_F(PlanTest, BadDocumentsNameTheField) {
     std::string field;
   };
   const std::vector<Case> cases = {
-      {[](nlohmann::json& d) { d["schema"] = "sacplan.plan/2"; }, "schema"},
+      {[](nlohmann::json& d) { d["schema"] = "sacplan.plan/3"; }, "schema"},
       {[](nlohmann::json& d) { d.erase("schema"); }, "schema"},
       {[](nlohmann::json& d) { d["semantics"] = "eager"; }, "semantics"},
       {[](nlohmann::json& d) { d["budget_bytes"] = -5; }, "budget_bytes"},
@@ -183,6 +184,98 @@ TEST_F(PlanTest, ReadPlanFilePrefixesErrorsWithThePath) {
   EXPECT_NE(cut.status().message().find(truncated), std::string::npos) << cut.status();
 
   EXPECT_FALSE(ReadPlanFile((dir / "plan_test_absent.json").string()).ok());
+}
+
+// Offload: chain blocks' tensors are x, fc.out, act.out, add.out.
+class OffloadPlanTest : public PlanTest {
+ protected:
+  OffloadPlanTest() {
+    model_.host_link = {50, 50, int64_t{1} << 30};
+    analyzed_ = *AnalyzeModel(model_);
+  }
+  const std::vector<SaveMask> masks_{{true, true, true}, {true, true, true}, {true, true, true}};
+};
+
+TEST_F(OffloadPlanTest, OffloadListsAndMasksConvertBothWays) {
+  const std::vector<OffloadMask> offloaded{
+      {true, true, false, false}, {false, true, false, false}, {}};
+  Plan plan = MakePlan(masks_);
+  plan.blocks = BlockPlansFromMasks(analyzed_, masks_, offloaded);
+  EXPECT_EQ(plan.blocks[0].offload, (std::vector<std::string>{"x", "fc"}));
+  EXPECT_EQ(plan.blocks[1].offload, (std::vector<std::string>{"fc"}));
+  EXPECT_TRUE(plan.blocks[2].offload.empty());
+  EXPECT_TRUE(PlanOffloads(plan));
+  absl::StatusOr<std::vector<OffloadMask>> back = OffloadMasksFromPlan(analyzed_, plan, masks_);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)[0], offloaded[0]);
+  EXPECT_EQ((*back)[1], offloaded[1]);
+  EXPECT_EQ((*back)[2], (OffloadMask{false, false, false, false}));
+  // A plan offloading nothing gives no masks at all.
+  EXPECT_TRUE(OffloadMasksFromPlan(analyzed_, MakePlan(masks_), masks_)->empty());
+}
+
+TEST_F(OffloadPlanTest, JsonOfAnOffloadPlanIsSchemaTwoAndReadsBack) {
+  Plan plan = MakePlan(masks_);
+  const std::vector<OffloadMask> offloaded{{true, false, false, false}, {}, {}};
+  plan.blocks = BlockPlansFromMasks(analyzed_, masks_, offloaded);
+  SetPrediction(*SimulateStep(analyzed_, masks_, offloaded, plan.semantics), plan);
+  EXPECT_EQ(plan.predicted.offloaded_bytes, 200);
+  const nlohmann::json doc = PlanToJson(plan, analyzed_);
+  EXPECT_EQ(doc["schema"], kPlanSchemaOffload);
+  EXPECT_EQ(doc["blocks"][0]["offload"], nlohmann::json::array({"x"}));
+  EXPECT_FALSE(doc["blocks"][1].contains("offload"));
+  EXPECT_EQ(doc["predicted"]["host_peak_bytes"], 200);
+  absl::StatusOr<Plan> read = PlanFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->blocks[0].offload, plan.blocks[0].offload);
+  EXPECT_EQ(read->predicted.offloaded_bytes, 200);
+  EXPECT_EQ(read->predicted.host_peak_bytes, 200);
+  EXPECT_DOUBLE_EQ(read->predicted.exposed_copy_ms, plan.predicted.exposed_copy_ms);
+  // Without offload the plan stays schema 1, as before.
+  EXPECT_EQ(PlanToJson(MakePlan(masks_), analyzed_)["schema"], kPlanSchema);
+  // A schema-1 plan that offloads is refused: its older readers would
+  // silently keep on the device what it sends to the host.
+  nlohmann::json old = doc;
+  old["schema"] = kPlanSchema;
+  read = PlanFromJson(old);
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("blocks[0].offload"), std::string::npos)
+      << read.status().message();
+}
+
+TEST_F(OffloadPlanTest, OffloadsTheBlockCannotMakeAreRefusedByName) {
+  const struct {
+    int block;
+    std::vector<SaveMask> masks;
+    std::string id;
+    std::string expected;
+  } cases[] = {
+      {0, masks_, "nope", "'nope', which is neither an op nor a carried input"},
+      {0, {{false, true, true}, {true, true, true}, {true, true, true}}, "fc", "not saved"},
+      {2, masks_, "fc", "a collective"},
+      {1, masks_, "add", "the block output's producer"},
+  };
+  for (const auto& c : cases) {
+    Plan plan = MakePlan(c.masks);
+    plan.blocks[c.block].offload = {c.id};
+    absl::StatusOr<std::vector<OffloadMask>> masks = OffloadMasksFromPlan(analyzed_, plan, c.masks);
+    ASSERT_FALSE(masks.ok()) << c.id;
+    EXPECT_NE(masks.status().message().find(c.expected), std::string::npos)
+        << masks.status().message();
+    EXPECT_NE(masks.status().message().find(absl::StrCat("plan block ", c.block)),
+              std::string::npos)
+        << masks.status().message();
+  }
+  // The same plan for a device with no link to the host.
+  Model unlinked = model_;
+  unlinked.host_link = {};
+  const AnalyzedModel analyzed = *AnalyzeModel(unlinked);
+  Plan plan = MakePlan(masks_);
+  plan.blocks[0].offload = {"x"};
+  absl::StatusOr<std::vector<OffloadMask>> masks = OffloadMasksFromPlan(analyzed, plan, masks_);
+  ASSERT_FALSE(masks.ok());
+  EXPECT_NE(masks.status().message().find("no host link"), std::string::npos)
+      << masks.status().message();
 }
 
 }  // namespace

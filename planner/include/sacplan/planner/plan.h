@@ -1,6 +1,6 @@
 // plan.json: which ops each block saves, under which semantics, and what the
 // simulator predicts for it. Format: docs/plan_format.md
-// (schema "sacplan.plan/1").
+// (schema "sacplan.plan/1"; "sacplan.plan/2" when it offloads).
 #ifndef SACPLAN_PLANNER_PLAN_H_
 #define SACPLAN_PLANNER_PLAN_H_
 
@@ -18,10 +18,18 @@
 namespace sacplan {
 
 inline constexpr const char* kPlanSchema = "sacplan.plan/1";
+// A plan that offloads is written with this schema, so that a reader that
+// predates offload refuses it rather than keeping on the device what the
+// plan budgeted on the host. Both are read.
+inline constexpr const char* kPlanSchemaOffload = "sacplan.plan/2";
 
 struct BlockPlan {
   int index = 0;
   std::vector<std::string> save;  // op ids, in block order
+  // Kept tensors sent to pinned host memory between forward and backward:
+  // op ids (all of an op's kept outputs; the op must be saved) and carried
+  // input ids, inputs first, then ops in block order. Empty: none.
+  std::vector<std::string> offload;
 };
 
 struct Prediction {
@@ -31,6 +39,11 @@ struct Prediction {
   // What PyTorch's caching allocator would reserve (caching_allocator.h);
   // 0 when unknown (plans written before it was predicted).
   int64_t reserved_peak_bytes = 0;
+  // Offload (all 0 without): compute waiting for copies (part of step_ms),
+  // the bytes kept on the host and the most pinned host memory held at once.
+  double exposed_copy_ms = 0;
+  int64_t offloaded_bytes = 0;
+  int64_t host_peak_bytes = 0;
 };
 
 // What a budget caps: the simulator's allocated peak, or the reserved peak
@@ -57,13 +70,27 @@ struct Plan {
   Prediction predicted;
 };
 
-// Save masks -> plan blocks (op ids) for `model`.
+// Save masks -> plan blocks (op ids) for `model`; with offload masks (or
+// none: empty), each block's offload list too (the kept tensors the masks
+// mark, by op or carried input id).
 std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
-                                           const std::vector<SaveMask>& masks);
+                                           const std::vector<SaveMask>& masks,
+                                           const std::vector<OffloadMask>& offloaded = {});
+// Whether any block of the plan offloads.
+bool PlanOffloads(const Plan& plan);
 // Plan blocks -> save masks, checking that there is one entry per block and
 // that every op id exists in its block; errors name the block and the id.
 absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
                                                     const Plan& plan);
+// Plan blocks' offload lists -> offload masks (one per block, by tensor;
+// empty when the plan offloads nothing), checking each id against the
+// block and `masks` (MasksFromPlan's): an op the block lacks or does not
+// save, a collective (its output stays on the device), an autocast-cached
+// cast (the cache holds it anyway), the block output's producer (the next
+// block keeps it) or a shared input are refused, naming the block and the
+// id; so is offloading at all when the model has no host link.
+absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
+    const AnalyzedModel& model, const Plan& plan, const std::vector<SaveMask>& masks);
 
 // 16 hex digits: a 64-bit FNV-1a hash of the op graph's structure (the
 // block count and, per block, its inputs and each op's id, kind, inputs and

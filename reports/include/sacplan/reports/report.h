@@ -26,6 +26,7 @@ struct ReportPlan {
   bool preset = false;
   Semantics semantics = Semantics::kSacplan;
   std::vector<SaveMask> masks;  // one per block
+  std::vector<OffloadMask> offloaded;  // one per block, or empty: none
   StepResult result;            // simulated with the timeline recorded
   // What PyTorch's caching allocator would reserve for the step
   // (sacplan/planner/caching_allocator.h).
