@@ -7,6 +7,10 @@
 namespace sacplan {
 namespace {
 
+// Blocks keeping at most this many offloadable tensors under a save set get
+// every subset of them as offload variants (64 at most).
+constexpr int kExhaustiveOffloadTensors = 6;
+
 // Ops a checkpointed block may save or not: collectives are always saved,
 // never_save ops never are.
 std::vector<int> FreeOps(const BlockAnalysis& block) {
@@ -208,7 +212,7 @@ bool Dominates(const BlockCost& a, const BlockCost& b) {
   return a.kept_bytes <= b.kept_bytes &&
          a.forward_peak_bytes <= b.forward_peak_bytes &&
          a.backward_peak_bytes <= b.backward_peak_bytes &&
-         a.recompute_ms <= b.recompute_ms;
+         CandidateMs(a) <= CandidateMs(b);
 }
 
 // Sorts so that a candidate can only be dominated by an earlier one, then
@@ -227,8 +231,8 @@ std::vector<BlockCandidate> ParetoFilter(std::vector<BlockCandidate> all,
                    [](const BlockCandidate& a, const BlockCandidate& b) {
                      const BlockCost& x = a.cost;
                      const BlockCost& y = b.cost;
-                     if (x.recompute_ms != y.recompute_ms)
-                       return x.recompute_ms < y.recompute_ms;
+                     if (CandidateMs(x) != CandidateMs(y))
+                       return CandidateMs(x) < CandidateMs(y);
                      if (x.kept_bytes != y.kept_bytes)
                        return x.kept_bytes < y.kept_bytes;
                      if (x.backward_peak_bytes != y.backward_peak_bytes)
@@ -329,7 +333,7 @@ std::vector<BlockCandidate> ParetoCandidates(const std::vector<SaveMask>& masks,
                                              const EvaluateFn& evaluate) {
   std::vector<BlockCandidate> all;
   all.reserve(masks.size());
-  for (const SaveMask& mask : masks) all.push_back({mask, evaluate(mask)});
+  for (const SaveMask& mask : masks) all.push_back({mask, evaluate(mask), {}});
   return ParetoFilter(std::move(all), 1);
 }
 
@@ -414,6 +418,70 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
   all.insert(all.end(), std::make_move_iterator(frontier.begin()),
              std::make_move_iterator(frontier.end()));
   return ParetoFilter(std::move(all), quantum_bytes);
+}
+
+std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveMask& mask,
+                                         Semantics semantics, int exhaustive_max_tensors) {
+  const SaveOutcome outcome = DecideSaves(block, mask, semantics);
+  std::vector<int> movable;  // by tensor index: inputs, then outputs in op order
+  for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
+    if (outcome.kept[t] && Offloadable(block, t)) movable.push_back(t);
+  }
+  std::vector<OffloadMask> variants;
+  const size_t n = movable.size();
+  if (n == 0) return variants;
+  auto of = [&](const std::vector<int>& tensors, size_t count) {
+    OffloadMask offload(block.tensors.size(), false);
+    for (size_t i = 0; i < count; ++i) offload[tensors[i]] = true;
+    return offload;
+  };
+  if (static_cast<int>(n) <= exhaustive_max_tensors) {
+    for (uint64_t bits = 1; bits < (uint64_t{1} << n); ++bits) {
+      OffloadMask offload(block.tensors.size(), false);
+      for (size_t i = 0; i < n; ++i) offload[movable[i]] = (bits >> i) & 1;
+      variants.push_back(std::move(offload));
+    }
+    return variants;
+  }
+  std::vector<int> by_bytes = movable;
+  std::stable_sort(by_bytes.begin(), by_bytes.end(),
+                   [&](int a, int b) { return block.tensors[a].bytes > block.tensors[b].bytes; });
+  for (size_t count = 1;; count = std::min(n, 2 * count)) {
+    variants.push_back(of(movable, count));
+    variants.push_back(of(by_bytes, count));
+    if (count == n) break;
+  }
+  std::vector<int> inputs;
+  for (int t : movable) {
+    if (block.tensors[t].carried_input) inputs.push_back(t);
+  }
+  if (!inputs.empty()) variants.push_back(of(inputs, inputs.size()));
+  std::sort(variants.begin(), variants.end());
+  variants.erase(std::unique(variants.begin(), variants.end()), variants.end());
+  return variants;
+}
+
+std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics semantics,
+                                        std::vector<BlockCandidate> candidates,
+                                        const std::vector<SaveMask>& save_masks,
+                                        const OffloadChoice& offload, int64_t quantum_bytes) {
+  std::vector<SaveMask> bases = save_masks;
+  for (const BlockCandidate& candidate : candidates) bases.push_back(candidate.mask);
+  std::sort(bases.begin(), bases.end());
+  bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+  for (const SaveMask& mask : bases) {
+    for (OffloadMask& variant :
+         OffloadVariants(block, mask, semantics, kExhaustiveOffloadTensors)) {
+      const BlockCost cost = EvaluateBlock(block, mask, semantics, variant, offload.link);
+      if (cost.host_bytes > offload.host_cap_bytes) continue;
+      candidates.push_back({mask, cost, std::move(variant)});
+    }
+  }
+  // The save sets without offload that only save_masks brought in.
+  for (const SaveMask& mask : save_masks) {
+    candidates.push_back({mask, EvaluateBlock(block, mask, semantics), {}});
+  }
+  return ParetoFilter(std::move(candidates), std::max<int64_t>(1, quantum_bytes));
 }
 
 std::vector<BlockCandidate> ThinCandidates(std::vector<BlockCandidate> candidates,

@@ -20,7 +20,43 @@ namespace sacplan {
 struct BlockCandidate {
   SaveMask mask;
   BlockCost cost;
+  OffloadMask offload;  // the kept tensors it sends to the host; empty: none
 };
+
+// What the solver minimises per block: the time the plan adds, recompute
+// and compute waiting for offload's copies.
+inline double CandidateMs(const BlockCost& cost) {
+  return cost.recompute_ms + cost.exposed_copy_ms;
+}
+
+// Offload as a third choice (docs/memory_model.md, "Offload" and
+// "Solver"): the link, and the host bytes one block may hold.
+struct OffloadChoice {
+  HostLink link;
+  int64_t host_cap_bytes = 0;
+};
+
+// Every offload mask of the tensors `mask` keeps that may be offloaded
+// (Offloadable): every subset when there are at most
+// `exhaustive_max_tensors`, which makes the solver exact with exhaustive
+// save sets; otherwise the prefixes of 1, 2, 4, ... and all of them in
+// the order they are produced (the earliest have the most forward left to
+// hide their copy) and by bytes, largest first, and the carried inputs
+// alone. The empty mask is not among them.
+std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveMask& mask,
+                                         Semantics semantics, int exhaustive_max_tensors);
+
+// `candidates` and, for each, its offload variants costed on `block` in its
+// own times over `offload.link`, those holding more than
+// offload.host_cap_bytes on the host left out; Pareto-filtered on kept
+// bytes, both peaks and CandidateMs, then thinned to `quantum_bytes`.
+// With `every_save_set`, `save_masks` (every save set of a small block)
+// all get variants, not only the candidates: a save set no candidate
+// needs can pay once its kept bytes move to the host.
+std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics semantics,
+                                        std::vector<BlockCandidate> candidates,
+                                        const std::vector<SaveMask>& save_masks,
+                                        const OffloadChoice& offload, int64_t quantum_bytes);
 
 // A block's cost under a save mask: EvaluateBlock, or one that reuses a
 // simulation of a block with the same memory structure.
@@ -57,7 +93,7 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
                                      std::vector<SaveMask> masks);
 
 // Evaluates each mask and keeps those no other mask beats on all four of
-// kept, forward peak, backward peak and recompute time (ties: the first).
+// kept, forward peak, backward peak and time (CandidateMs; ties: the first).
 std::vector<BlockCandidate> ParetoCandidates(const BlockAnalysis& block,
                                              const std::vector<SaveMask>& masks,
                                              Semantics semantics);

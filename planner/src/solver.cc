@@ -210,7 +210,7 @@ std::vector<std::pair<int64_t, int>> UsefulCandidates(
   entries.reserve(candidates.size());
   for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
     const BlockCost& cost = candidates[ci].cost;
-    entries.push_back({minimize_peak ? 0.0 : cost.recompute_ms, cost.kept_bytes,
+    entries.push_back({minimize_peak ? 0.0 : CandidateMs(cost), cost.kept_bytes,
                        BlockMoment(c, b, cost, 0), ci});
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
@@ -330,10 +330,32 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       }
       solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
           CostedCandidates(masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
-            return InTimesOf(analysis, {mask, cls->Cost(mask, options.semantics)},
+            return InTimesOf(analysis, {mask, cls->Cost(mask, options.semantics), {}},
                              options.semantics)
                 .cost;
           }));
+    }
+  }
+  const HostLink& link = model.model->host_link;
+  if (options.offload && link.available()) {
+    const int64_t host_budget =
+        options.host_budget_bytes >= 0 ? options.host_budget_bytes : link.host_memory_bytes;
+    solver.host_cap_bytes_ = host_budget / block_count;
+  }
+  if (solver.offloads()) {
+    const OffloadChoice offload{link, solver.host_cap_bytes_};
+    for (int b = 0; b < block_count; ++b) {
+      if (same_as[b] != b) continue;
+      const BlockAnalysis& analysis = model.blocks[b];
+      // Every save set of a small block gets offload variants, which keeps
+      // the solver exact there (SolverOffloadTest).
+      const std::vector<SaveMask> every_save_set =
+          EnumeratesEverySaveSet(analysis, options.exhaustive_max_ops)
+              ? InitialSaveMasks(analysis, options.semantics, options.exhaustive_max_ops, 1)
+              : std::vector<SaveMask>();
+      solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
+          WithOffload(analysis, options.semantics, *solver.block_candidates_[b],
+                      every_save_set, offload, candidate_quantum_bytes));
     }
   }
   for (int b = 0; b < block_count; ++b) {
@@ -347,7 +369,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
       const BlockCost& a = (*list)[x].cost;
       const BlockCost& b = (*list)[y].cost;
       if (a.kept_bytes != b.kept_bytes) return a.kept_bytes < b.kept_bytes;
-      return a.recompute_ms < b.recompute_ms;
+      return CandidateMs(a) < CandidateMs(b);
     });
     std::vector<int> rank(order.size());
     for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int>(r);
@@ -422,7 +444,7 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice) const
          NeighboursWorthSimulating(analysis, options_.semantics, std::move(around), list)) {
       if (!listed.insert(mask).second) continue;
       const BlockCost cost = cls.Cost(mask, options_.semantics);
-      fresh.push_back(InTimesOf(analysis, {std::move(mask), cost}, options_.semantics));
+      fresh.push_back(InTimesOf(analysis, {std::move(mask), cost, {}}, options_.semantics));
     }
     if (fresh.empty()) continue;
     auto& grown = search.grown[b];
@@ -539,7 +561,7 @@ std::vector<int> Solver::RunChain(const CandidateLists& lists,
         } else {
           if (moment > budget_bytes) break;
           if (prefix + need[b + 1] > budget_bytes) continue;
-          value = s.value + cost.recompute_ms;
+          value = s.value + CandidateMs(cost);
         }
         next.Offer({prefix, value, si, ci});
       }
@@ -581,7 +603,7 @@ void Solver::ImproveGreedily(const CandidateLists& lists, int64_t budget_bytes,
       const std::vector<BlockCandidate>& candidates = *lists[b];
       const int current = choice[b];
       for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
-        if (candidates[ci].cost.recompute_ms >= candidates[choice[b]].cost.recompute_ms) {
+        if (CandidateMs(candidates[ci].cost) >= CandidateMs(candidates[choice[b]].cost)) {
           continue;
         }
         const int before = choice[b];
@@ -596,10 +618,16 @@ void Solver::ImproveGreedily(const CandidateLists& lists, int64_t budget_bytes,
 absl::StatusOr<SolvedPlan> Solver::Simulate(const CandidateLists& lists,
                                             const std::vector<int>& choice) const {
   SolvedPlan plan;
+  bool offloads = false;
   for (size_t b = 0; b < choice.size(); ++b) {
-    plan.masks.push_back((*lists[b])[choice[b]].mask);
+    const BlockCandidate& candidate = (*lists[b])[choice[b]];
+    plan.masks.push_back(candidate.mask);
+    plan.offloaded.push_back(candidate.offload);
+    offloads = offloads || !candidate.offload.empty();
   }
-  ASSIGN_OR_RETURN(plan.result, SimulateStep(*model_, plan.masks, options_.semantics));
+  if (!offloads) plan.offloaded.clear();
+  ASSIGN_OR_RETURN(plan.result,
+                   SimulateStep(*model_, plan.masks, plan.offloaded, options_.semantics));
   return plan;
 }
 

@@ -38,10 +38,18 @@ struct SolverOptions {
   // those next to them in kept bytes are, and the solve repeats until its
   // picks settle.
   int eager_neighbours_max_ops = 48;
+  // Offload as a third choice beside keep and recompute
+  // (docs/memory_model.md, "Offload"): used when set and the model's
+  // device has a host link (Model::host_link). The blocks hold at most
+  // host_budget_bytes on the host together, each at most an equal share; a
+  // negative budget takes the link's host_memory_bytes, 0 offloads nothing.
+  bool offload = false;
+  int64_t host_budget_bytes = -1;
 };
 
 struct SolvedPlan {
   std::vector<SaveMask> masks;  // one per block
+  std::vector<OffloadMask> offloaded;  // one per block, or empty: none
   StepResult result;            // the plan simulated as a whole step
 };
 
@@ -53,6 +61,10 @@ class Solver {
  public:
   static absl::StatusOr<Solver> Create(const AnalyzedModel& model,
                                        const SolverOptions& options);
+
+  // Whether plans may offload: options.offload, a host link and a host
+  // budget above 0.
+  bool offloads() const { return host_cap_bytes_ > 0; }
 
   // The fastest plan whose simulated peak is <= budget_bytes. When none
   // fits, FailedPrecondition whose message names the smallest feasible
@@ -155,6 +167,8 @@ class Solver {
   std::shared_ptr<LeastPeak> least_peak_;
   int64_t presets_min_peak_ = 0;
   int64_t max_useful_peak_ = 0;
+  // Offload: the host bytes one block's candidate may hold (0: no offload).
+  int64_t host_cap_bytes_ = 0;
 };
 
 }  // namespace sacplan
