@@ -16,13 +16,16 @@ struct CompareFlags {
   std::string profile;
   std::string budget;
   std::string semantics = "sacplan";
+  std::string host_budget = "0";
 };
 
 absl::Status RunCompare(const CompareFlags& flags) {
   ASSIGN_OR_RETURN(const int64_t budget_bytes, ParseBudgetFlag(flags.budget));
   ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(const int64_t host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
   ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
-  ASSIGN_OR_RETURN(const std::string table, api::CompareText(*loaded, budget_bytes, semantics));
+  ASSIGN_OR_RETURN(const std::string table,
+                   api::CompareText(*loaded, budget_bytes, semantics, host_budget_bytes));
   std::cout << table;
   return absl::OkStatus();
 }
@@ -46,6 +49,9 @@ Command AddCompareCommand(CLI::App& app) {
       ->required();
   command->add_option("--semantics", flags->semantics,
                       "torch-sac or sacplan (default); see sacplan plan --help");
+  command->add_option("--host-budget", flags->host_budget,
+                      std::string(kHostBudgetHelp) +
+                          "; with one, an offload row beside the optimal plan");
   return {command, [flags] { return RunCompare(*flags); }};
 }
 

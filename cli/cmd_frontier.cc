@@ -17,15 +17,17 @@ struct FrontierFlags {
   std::string profile;
   int points = 64;
   std::string semantics = "sacplan";
+  std::string host_budget = "0";
   std::string output;
 };
 
 absl::Status RunFrontier(const FrontierFlags& flags) {
   RETURN_IF_ERROR(CheckPointsFlag(flags.points));
   ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(const int64_t host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
   ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
   ASSIGN_OR_RETURN(const api::FrontierOutput out,
-                   api::FrontierText(*loaded, flags.points, semantics));
+                   api::FrontierText(*loaded, flags.points, semantics, host_budget_bytes));
   RETURN_IF_ERROR(WriteFileAtomically(flags.output, out.frontier_json));
   std::cout << out.summary << "wrote " << flags.output << "\n";
   return absl::OkStatus();
@@ -48,6 +50,7 @@ Command AddFrontierCommand(CLI::App& app) {
                       "useful peak (default 64; repeated plans are dropped)");
   command->add_option("--semantics", flags->semantics,
                       "torch-sac or sacplan (default); see sacplan plan --help");
+  command->add_option("--host-budget", flags->host_budget, kHostBudgetHelp);
   command->add_option("-o,--output", flags->output, "frontier.json to write")
       ->required();
   return {command, [flags] { return RunFrontier(*flags); }};

@@ -24,6 +24,7 @@ struct PlanFlags {
   std::string budget_kind = "allocated";  // checked by CLI11
   std::string preset;  // empty: solve for the budget
   std::string semantics = "sacplan";
+  std::string host_budget = "0";
   std::string output;
 };
 
@@ -38,6 +39,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
   }
   ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
   ASSIGN_OR_RETURN(const BudgetKind budget_kind, ParseBudgetKind(flags.budget_kind));
+  ASSIGN_OR_RETURN(const int64_t host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
   ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
   PlanRequest request;
   request.model_name = loaded->profile->model_name;
@@ -46,6 +48,7 @@ absl::Status RunPlan(const PlanFlags& flags) {
   request.budget_bytes = budget_bytes;
   request.budget_kind = budget_kind;
   request.semantics = semantics;
+  request.host_budget_bytes = host_budget_bytes;
   ASSIGN_OR_RETURN(const api::PlanOutput out, api::MakePlanText(*loaded, request, flags.output));
   RETURN_IF_ERROR(WriteFileAtomically(flags.output, out.plan_json));
   std::cout << out.summary << "wrote " << flags.output << "\n";
@@ -81,6 +84,7 @@ Command AddPlanCommand(CLI::App& app) {
       "How the plan is applied: torch-sac (PyTorch selective checkpointing: "
       "an unsaved op is re-run in backward) or sacplan (only what backward "
       "needs is recomputed; default)");
+  command->add_option("--host-budget", flags->host_budget, kHostBudgetHelp);
   command->add_option("-o,--output", flags->output, "plan.json to write")
       ->required();
   return {command, [flags] { return RunPlan(*flags); }};

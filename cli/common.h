@@ -38,6 +38,18 @@ inline absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfile(const std::str
 inline absl::StatusOr<int64_t> ParseBudgetFlag(const std::string& text) {
   return api::ParseBudget(text, "--budget");
 }
+// "--host-budget" text -> bytes (-1 for auto); the error names the flag.
+inline absl::StatusOr<int64_t> ParseHostBudgetFlag(const std::string& text) {
+  return api::ParseHostBudget(text, "--host-budget");
+}
+// What --host-budget says, the same for plan, compare and frontier.
+inline constexpr const char* kHostBudgetHelp =
+    "Offload: pinned host memory the plan may fill with activations sent "
+    "there between forward and backward, a third choice beside keeping and "
+    "recomputing (needs the profile's device.host_link: roofline profiles "
+    "have one). A size (64GB), auto (the device preset's share of its "
+    "node's RAM) or 0 (no offload; default while sacplan train and "
+    "sacplan_torch.apply_plan cannot apply offload yet)";
 // "--semantics" text -> Semantics; the error lists the accepted names.
 inline absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
   return api::ParseSemanticsText(text, "--semantics");

@@ -103,21 +103,29 @@ std::string FormatRow(const CompareRow& row, const PeakUnit& unit, double full_s
 // (the caching-allocator replay of the plan), step and recompute time.
 absl::StatusOr<nlohmann::json> FiguresToJson(const AnalyzedModel& model,
                                              const std::vector<SaveMask>& masks,
-                                             Semantics semantics, const StepResult& result) {
-  ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, masks, semantics));
-  return nlohmann::json{{"peak_bytes", result.peak_bytes},
-                        {"reserved_peak_bytes", replay.reserved_peak_bytes},
-                        {"step_ms", result.step_ms},
-                        {"recompute_ms", result.recompute_ms}};
+                                             Semantics semantics, const StepResult& result,
+                                             const std::vector<OffloadMask>& offloaded = {}) {
+  ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, masks, semantics, offloaded));
+  nlohmann::json figures = {{"peak_bytes", result.peak_bytes},
+                            {"reserved_peak_bytes", replay.reserved_peak_bytes},
+                            {"step_ms", result.step_ms},
+                            {"recompute_ms", result.recompute_ms}};
+  if (result.offloaded_bytes > 0) {
+    figures["exposed_copy_ms"] = result.exposed_copy_ms;
+    figures["offloaded_bytes"] = result.offloaded_bytes;
+    figures["host_peak_bytes"] = result.host_peak_bytes;
+  }
+  return figures;
 }
 
 absl::StatusOr<nlohmann::json> PointToJson(const AnalyzedModel& model, const SolvedPlan& plan,
                                            Semantics semantics) {
   ASSIGN_OR_RETURN(nlohmann::json point,
-                   FiguresToJson(model, plan.masks, semantics, plan.result));
+                   FiguresToJson(model, plan.masks, semantics, plan.result, plan.offloaded));
   nlohmann::json blocks = nlohmann::json::array();
-  for (const BlockPlan& block : BlockPlansFromMasks(model, plan.masks)) {
+  for (const BlockPlan& block : BlockPlansFromMasks(model, plan.masks, plan.offloaded)) {
     blocks.push_back({{"index", block.index}, {"save", block.save}});
+    if (!block.offload.empty()) blocks.back()["offload"] = block.offload;
   }
   point["blocks"] = std::move(blocks);
   return point;
@@ -146,6 +154,12 @@ absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view w
         json_reader::kMaxBytes, " bytes (2^53, 8 PiB)"));
   }
   return bytes;
+}
+
+absl::StatusOr<int64_t> ParseHostBudget(const std::string& text, absl::string_view what) {
+  if (text == "auto") return -1;
+  if (text == "0") return 0;
+  return ParseBudget(text, what);
 }
 
 absl::StatusOr<Semantics> ParseSemanticsText(const std::string& text, absl::string_view what) {
@@ -308,13 +322,15 @@ std::string SimulationText(const Simulation& sim, const Model& model) {
 }
 
 absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t budget_bytes,
-                                        Semantics semantics) {
+                                        Semantics semantics, int64_t host_budget_bytes) {
   const AnalyzedModel& model = loaded.analyzed;
   std::vector<CompareRow> rows;
   double full_step_ms = 0;
   const auto add_row = [&](const std::string& name, StepResult result,
-                           const std::vector<SaveMask>& masks) -> absl::Status {
-    ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, masks, semantics));
+                           const std::vector<SaveMask>& masks,
+                           const std::vector<OffloadMask>& offloaded = {}) -> absl::Status {
+    ASSIGN_OR_RETURN(const AllocatorStats replay,
+                     ReplayPlan(model, masks, semantics, offloaded));
     rows.push_back({name, std::move(result), "", replay.reserved_peak_bytes});
     return absl::OkStatus();
   };
@@ -324,17 +340,26 @@ absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t bud
     if (name == "full") full_step_ms = result.step_ms;
     RETURN_IF_ERROR(add_row(name, std::move(result), masks));
   }
-  ASSIGN_OR_RETURN(const Solver solver,
-                   Solver::Create(model, SolverOptions{.semantics = semantics}));
-  absl::StatusOr<SolvedPlan> solved = solver.Solve(budget_bytes);
-  if (solved.ok()) {
-    RETURN_IF_ERROR(add_row("optimal", std::move(solved->result), solved->masks));
-  } else if (absl::IsFailedPrecondition(solved.status())) {
-    rows.push_back({"optimal", std::nullopt,
-                    absl::StrCat("infeasible: no plan fits; the smallest feasible peak is ",
-                                 BytesForHumans(solver.MinPeakBytes()))});
-  } else {
-    return solved.status();
+  std::vector<std::pair<std::string, SolverOptions>> optimal = {
+      {"optimal", SolverOptions{.semantics = semantics}}};
+  if (host_budget_bytes != 0) {
+    ASSIGN_OR_RETURN(SolverOptions options,
+                     OffloadSolverOptions(model, semantics, host_budget_bytes));
+    optimal.push_back({"offload", options});
+  }
+  for (const auto& [name, options] : optimal) {
+    ASSIGN_OR_RETURN(const Solver solver, Solver::Create(model, options));
+    absl::StatusOr<SolvedPlan> solved = solver.Solve(budget_bytes);
+    if (solved.ok()) {
+      RETURN_IF_ERROR(
+          add_row(name, std::move(solved->result), solved->masks, solved->offloaded));
+    } else if (absl::IsFailedPrecondition(solved.status())) {
+      rows.push_back({name, std::nullopt,
+                      absl::StrCat("infeasible: no plan fits; the smallest feasible peak is ",
+                                   BytesForHumans(solver.MinPeakBytes()))});
+    } else {
+      return solved.status();
+    }
   }
   const Profile& profile = *loaded.profile;
   std::string text = absl::StrCat("compare: ", profile.model_name, " on ", profile.device,
@@ -353,12 +378,13 @@ absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t bud
 }
 
 absl::StatusOr<FrontierOutput> FrontierText(const LoadedProfile& loaded, int points,
-                                            Semantics semantics) {
+                                            Semantics semantics, int64_t host_budget_bytes) {
   RETURN_IF_ERROR(CheckFrontierPoints(points, "points"));
   const AnalyzedModel& model = loaded.analyzed;
   const Profile& profile = *loaded.profile;
-  ASSIGN_OR_RETURN(const Solver solver,
-                   Solver::Create(model, SolverOptions{.semantics = semantics}));
+  ASSIGN_OR_RETURN(const SolverOptions options,
+                   OffloadSolverOptions(model, semantics, host_budget_bytes));
+  ASSIGN_OR_RETURN(const Solver solver, Solver::Create(model, options));
   const std::vector<SolvedPlan> frontier = solver.Frontier(points);
 
   nlohmann::json plans = nlohmann::json::array();

@@ -7,9 +7,13 @@
 namespace sacplan {
 namespace {
 
-// Blocks keeping at most this many offloadable tensors under a save set get
-// every subset of them as offload variants (64 at most).
-constexpr int kExhaustiveOffloadTensors = 6;
+// Blocks keeping offloadable outputs of at most this many ops and inputs
+// under a save set get every subset of them as offload variants (64 at
+// most).
+constexpr int kExhaustiveOffloadUnits = 6;
+// Save sets widened to a forward prefix (WithForwardPrefixes): this many
+// even shares of the block's forward time.
+constexpr int kForwardPrefixSplits = 8;
 
 // Ops a checkpointed block may save or not: collectives are always saved,
 // never_save ops never are.
@@ -421,44 +425,105 @@ std::vector<BlockCandidate> BlockCandidates(const BlockAnalysis& block,
 }
 
 std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveMask& mask,
-                                         Semantics semantics, int exhaustive_max_tensors) {
+                                         Semantics semantics, int exhaustive_max_units,
+                                         const HostLink& link) {
+  // What a plan can name: a carried input, or an op with every kept output
+  // it has. In production order: inputs, then ops in forward order.
   const SaveOutcome outcome = DecideSaves(block, mask, semantics);
-  std::vector<int> movable;  // by tensor index: inputs, then outputs in op order
+  std::vector<std::vector<int>> units;
+  int unit_producer = -2;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
-    if (outcome.kept[t] && Offloadable(block, t)) movable.push_back(t);
+    if (!outcome.kept[t] || !Offloadable(block, t)) continue;
+    const int producer = block.tensors[t].producer;
+    if (producer < 0 || producer != unit_producer) units.emplace_back();
+    units.back().push_back(t);
+    unit_producer = producer;
   }
   std::vector<OffloadMask> variants;
-  const size_t n = movable.size();
+  const size_t n = units.size();
   if (n == 0) return variants;
-  auto of = [&](const std::vector<int>& tensors, size_t count) {
+  auto of = [&](const std::vector<size_t>& chosen) {
     OffloadMask offload(block.tensors.size(), false);
-    for (size_t i = 0; i < count; ++i) offload[tensors[i]] = true;
+    for (size_t u : chosen) {
+      for (int t : units[u]) offload[t] = true;
+    }
     return offload;
   };
-  if (static_cast<int>(n) <= exhaustive_max_tensors) {
+  if (static_cast<int>(n) <= exhaustive_max_units) {
     for (uint64_t bits = 1; bits < (uint64_t{1} << n); ++bits) {
-      OffloadMask offload(block.tensors.size(), false);
-      for (size_t i = 0; i < n; ++i) offload[movable[i]] = (bits >> i) & 1;
-      variants.push_back(std::move(offload));
+      std::vector<size_t> chosen;
+      for (size_t u = 0; u < n; ++u) {
+        if ((bits >> u) & 1) chosen.push_back(u);
+      }
+      variants.push_back(of(chosen));
     }
     return variants;
   }
-  std::vector<int> by_bytes = movable;
-  std::stable_sort(by_bytes.begin(), by_bytes.end(),
-                   [&](int a, int b) { return block.tensors[a].bytes > block.tensors[b].bytes; });
+  std::vector<size_t> prefix;
   for (size_t count = 1;; count = std::min(n, 2 * count)) {
-    variants.push_back(of(movable, count));
-    variants.push_back(of(by_bytes, count));
+    while (prefix.size() < count) prefix.push_back(prefix.size());
+    variants.push_back(of(prefix));
     if (count == n) break;
   }
-  std::vector<int> inputs;
-  for (int t : movable) {
-    if (block.tensors[t].carried_input) inputs.push_back(t);
+  std::vector<size_t> inputs;
+  for (size_t u = 0; u < n; ++u) {
+    if (block.tensors[units[u].front()].carried_input) inputs.push_back(u);
   }
-  if (!inputs.empty()) variants.push_back(of(inputs, inputs.size()));
+  if (!inputs.empty()) variants.push_back(of(inputs));
+  // In production order, every unit whose copies the engine finishes
+  // within the forward, given those taken before it: the most that moves
+  // without making the forward wait.
+  if (link.d2h_gbps > 0) {
+    std::vector<double> produced_ms(block.tensors.size(), 0);
+    double clock_ms = 0;
+    for (int k = 0; k < block.op_count(); ++k) {
+      clock_ms += block.ops[k].fwd_ms;
+      for (int out : block.ops[k].outputs) produced_ms[out] = clock_ms;
+    }
+    std::vector<size_t> hidden;
+    double engine_free_ms = 0;
+    for (size_t u = 0; u < n; ++u) {
+      double done_ms = std::max(produced_ms[units[u].front()], engine_free_ms);
+      for (int t : units[u]) done_ms += HostLink::CopyMs(block.tensors[t].bytes, link.d2h_gbps);
+      if (done_ms > clock_ms) continue;
+      engine_free_ms = done_ms;
+      hidden.push_back(u);
+    }
+    if (!hidden.empty()) variants.push_back(of(hidden));
+  }
   std::sort(variants.begin(), variants.end());
   variants.erase(std::unique(variants.begin(), variants.end()), variants.end());
   return variants;
+}
+
+std::vector<SaveMask> WithForwardPrefixes(const BlockAnalysis& block, Semantics semantics,
+                                          const std::vector<SaveMask>& masks, int splits) {
+  const std::vector<int> free_ops = FreeOps(block);
+  // The last free op ending at or before each of `splits` even shares of
+  // the forward's time: saving up to it leaves the rest of the forward to
+  // copy what was saved.
+  std::vector<size_t> prefix_ends;
+  double elapsed_ms = 0;
+  size_t next = 0;
+  for (int k = 1; k <= splits; ++k) {
+    const double share_ms = block.fwd_ms * k / splits;
+    while (next < free_ops.size() && elapsed_ms + block.ops[free_ops[next]].fwd_ms <= share_ms) {
+      elapsed_ms += block.ops[free_ops[next]].fwd_ms;
+      ++next;
+    }
+    if (next > 0 && (prefix_ends.empty() || prefix_ends.back() != next)) {
+      prefix_ends.push_back(next);
+    }
+  }
+  std::vector<SaveMask> widened = masks;
+  for (const SaveMask& mask : masks) {
+    for (size_t end : prefix_ends) {
+      SaveMask saved = mask;
+      for (size_t i = 0; i < end; ++i) saved[free_ops[i]] = true;
+      widened.push_back(std::move(saved));
+    }
+  }
+  return UsefulMasks(block, semantics, std::move(widened));
 }
 
 std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics semantics,
@@ -466,20 +531,36 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
                                         const std::vector<SaveMask>& save_masks,
                                         const OffloadChoice& offload, int64_t quantum_bytes) {
   std::vector<SaveMask> bases = save_masks;
-  for (const BlockCandidate& candidate : candidates) bases.push_back(candidate.mask);
+  if (save_masks.empty()) {
+    // The (kept, recompute) frontier saves what is cheap to keep on the
+    // device; with offload, what is produced early is cheap to keep on
+    // the host, whatever its size.
+    std::vector<SaveMask> frontier;
+    for (const BlockCandidate& candidate : candidates) frontier.push_back(candidate.mask);
+    bases = WithForwardPrefixes(block, semantics, frontier, kForwardPrefixSplits);
+  }
+  std::sort(bases.begin(), bases.end());
+  bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+  // The save sets without offload that only the bases brought in.
+  std::vector<SaveMask> costed;
+  for (const BlockCandidate& candidate : candidates) costed.push_back(candidate.mask);
+  std::sort(costed.begin(), costed.end());
+  const size_t given = candidates.size();
+  for (const SaveMask& mask : bases) {
+    if (!std::binary_search(costed.begin(), costed.end(), mask)) {
+      candidates.push_back({mask, EvaluateBlock(block, mask, semantics), {}});
+    }
+  }
+  for (size_t i = 0; i < given; ++i) bases.push_back(candidates[i].mask);
   std::sort(bases.begin(), bases.end());
   bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
   for (const SaveMask& mask : bases) {
     for (OffloadMask& variant :
-         OffloadVariants(block, mask, semantics, kExhaustiveOffloadTensors)) {
+         OffloadVariants(block, mask, semantics, kExhaustiveOffloadUnits, offload.link)) {
       const BlockCost cost = EvaluateBlock(block, mask, semantics, variant, offload.link);
       if (cost.host_bytes > offload.host_cap_bytes) continue;
       candidates.push_back({mask, cost, std::move(variant)});
     }
-  }
-  // The save sets without offload that only save_masks brought in.
-  for (const SaveMask& mask : save_masks) {
-    candidates.push_back({mask, EvaluateBlock(block, mask, semantics), {}});
   }
   return ParetoFilter(std::move(candidates), std::max<int64_t>(1, quantum_bytes));
 }

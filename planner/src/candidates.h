@@ -36,23 +36,35 @@ struct OffloadChoice {
   int64_t host_cap_bytes = 0;
 };
 
-// Every offload mask of the tensors `mask` keeps that may be offloaded
-// (Offloadable): every subset when there are at most
-// `exhaustive_max_tensors`, which makes the solver exact with exhaustive
-// save sets; otherwise the prefixes of 1, 2, 4, ... and all of them in
-// the order they are produced (the earliest have the most forward left to
-// hide their copy) and by bytes, largest first, and the carried inputs
-// alone. The empty mask is not among them.
+// Every offload mask of what `mask` keeps that may be offloaded
+// (Offloadable), by what a plan names: a carried input, or an op with all
+// its kept outputs. Every subset when there are at most
+// `exhaustive_max_units` of them, which makes the solver exact with
+// exhaustive save sets; otherwise the prefixes of 1, 2, 4, ... and all of
+// them in the order they are produced (the earliest have the most forward
+// left to hide their copy; largest-first prefixes, tried too, never paid
+// on the Wan roofline and cost a fifth of the 14B's planning), the carried
+// inputs alone, and, over `link`, every unit in production order whose
+// copies finish within the forward after those taken before it. The empty
+// mask is not among them.
 std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveMask& mask,
-                                         Semantics semantics, int exhaustive_max_tensors);
+                                         Semantics semantics, int exhaustive_max_units,
+                                         const HostLink& link);
+
+// `masks` and each of them also saving every free op that ends within the
+// first 1/splits, 2/splits, ... of the block's forward time, made useful
+// for `semantics` (torch-sac: DropUselessSaves, ReplayRandomOps).
+std::vector<SaveMask> WithForwardPrefixes(const BlockAnalysis& block, Semantics semantics,
+                                          const std::vector<SaveMask>& masks, int splits);
 
 // `candidates` and, for each, its offload variants costed on `block` in its
 // own times over `offload.link`, those holding more than
 // offload.host_cap_bytes on the host left out; Pareto-filtered on kept
 // bytes, both peaks and CandidateMs, then thinned to `quantum_bytes`.
-// With `every_save_set`, `save_masks` (every save set of a small block)
-// all get variants, not only the candidates: a save set no candidate
-// needs can pay once its kept bytes move to the host.
+// Non-empty `save_masks` (every save set of a small block) all get
+// variants, not only the candidates: a save set no candidate needs can pay
+// once its kept bytes move to the host. Otherwise the candidates widened
+// to forward prefixes (WithForwardPrefixes) do.
 std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics semantics,
                                         std::vector<BlockCandidate> candidates,
                                         const std::vector<SaveMask>& save_masks,

@@ -19,10 +19,26 @@ absl::Status PresetError(const std::string& preset, const absl::Status& status) 
 
 }  // namespace
 
+absl::StatusOr<SolverOptions> OffloadSolverOptions(const AnalyzedModel& model,
+                                                   Semantics semantics,
+                                                   int64_t host_budget_bytes) {
+  SolverOptions options{.semantics = semantics};
+  if (host_budget_bytes == 0) return options;
+  if (!model.model->host_link.available()) {
+    return absl::InvalidArgumentError(
+        "offload needs a host link, and the profile's device has none (device.host_link); "
+        "plan without a host budget");
+  }
+  options.offload = true;
+  options.host_budget_bytes = host_budget_bytes;
+  return options;
+}
+
 absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest& request,
                                   const Solver* solver) {
   MadePlan made;
   std::vector<SaveMask> masks;
+  std::vector<OffloadMask> offloaded;
   std::optional<AllocatorStats> reserved;  // set when the solve replayed it
   if (!request.preset.empty()) {
     absl::StatusOr<std::vector<SaveMask>> preset = PresetMasks(model, request.preset);
@@ -34,7 +50,9 @@ absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest&
   } else {
     std::optional<Solver> own;
     if (solver == nullptr) {
-      ASSIGN_OR_RETURN(own, Solver::Create(model, SolverOptions{.semantics = request.semantics}));
+      ASSIGN_OR_RETURN(const SolverOptions options,
+                       OffloadSolverOptions(model, request.semantics, request.host_budget_bytes));
+      ASSIGN_OR_RETURN(own, Solver::Create(model, options));
       solver = &*own;
     }
     if (request.budget_kind == BudgetKind::kReserved) {
@@ -42,16 +60,18 @@ absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest&
                        SolveForReservedBudget(*solver, model, request.semantics,
                                               request.budget_bytes));
       masks = std::move(solved.plan.masks);
+      offloaded = std::move(solved.plan.offloaded);
       made.result = std::move(solved.plan.result);
       reserved = solved.allocator;
     } else {
       ASSIGN_OR_RETURN(SolvedPlan solved, solver->Solve(request.budget_bytes));
       masks = std::move(solved.masks);
+      offloaded = std::move(solved.offloaded);
       made.result = std::move(solved.result);
     }
   }
   if (!reserved) {
-    ASSIGN_OR_RETURN(reserved, ReplayPlan(model, masks, request.semantics));
+    ASSIGN_OR_RETURN(reserved, ReplayPlan(model, masks, request.semantics, offloaded));
   }
   made.reserved = *reserved;
 
@@ -62,7 +82,7 @@ absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest&
   plan.budget_bytes = request.budget_bytes;
   plan.budget_kind = request.budget_kind;
   plan.semantics = request.semantics;
-  plan.blocks = BlockPlansFromMasks(model, masks);
+  plan.blocks = BlockPlansFromMasks(model, masks, offloaded);
   SetPrediction(made.result, plan);
   plan.predicted.reserved_peak_bytes = made.reserved.reserved_peak_bytes;
   return made;

@@ -12,9 +12,10 @@ namespace sacplan {
 
 absl::StatusOr<AllocatorStats> ReplayPlan(const AnalyzedModel& model,
                                           const std::vector<SaveMask>& masks,
-                                          Semantics semantics) {
+                                          Semantics semantics,
+                                          const std::vector<OffloadMask>& offloaded) {
   ASSIGN_OR_RETURN(const StepResult traced,
-                   SimulateStep(model, masks, semantics, {.record_events = true}));
+                   SimulateStep(model, masks, offloaded, semantics, {.record_events = true}));
   return ReplayStepEvents(traced.events);
 }
 
@@ -28,7 +29,7 @@ absl::StatusOr<ReservedSolve> SolveForReservedBudget(const Solver& solver,
   auto attempt = [&](int64_t allocated_budget) -> absl::StatusOr<ReservedSolve> {
     ASSIGN_OR_RETURN(SolvedPlan solved, solver.Solve(allocated_budget));
     solves += 1;
-    ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, solved.masks, semantics));
+    ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayPlan(model, solved.masks, semantics, solved.offloaded));
     return ReservedSolve{std::move(solved), replay, allocated_budget, 0};
   };
   auto fits = [&](const ReservedSolve& s) {

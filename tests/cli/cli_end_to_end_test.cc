@@ -95,6 +95,66 @@ TEST(CliEndToEnd, PlanThenSimulateJsonReproducesThePrediction) {
   }
 }
 
+// Offload: a plan with a host budget is schema /2, lists what it
+// offloads, fits its budget below full checkpointing's peak, and simulate
+// reproduces its prediction, host bytes and exposed copy time included.
+TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
+  fs::path dir = FreshDir("offload_round_trip");
+  // At its default tokens wan-tiny peaks in the embeddings' backward,
+  // whatever the plan; at 4096 in its blocks.
+  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny", "--tokens", "4096"});
+  ASSERT_TRUE(ReadJson(profile).at("device").contains("host_link"));
+  for (const std::string semantics : {"sacplan", "torch-sac"}) {
+    fs::path plan = dir / ("offload_" + semantics + ".json");
+    const std::vector<std::string> args = {"plan", "--profile", profile.string(), "--semantics",
+                                           semantics, "-o", plan.string(), "--budget"};
+    std::vector<std::string> with_host = {"plan", "--host-budget", "auto"};
+    with_host.insert(with_host.end(), args.begin() + 1, args.end());
+    // The least peaks without and with offload, from the errors that name them.
+    auto least_peak = [&](std::vector<std::string> command) {
+      command.push_back("1KB");
+      const CliResult r = RunSacplan(command, dir);
+      EXPECT_EQ(r.exit_code, 2) << r.err;
+      const size_t at = r.err.find("give a budget of ");
+      EXPECT_NE(at, std::string::npos) << r.err;
+      return std::stoll(r.err.substr(at + 17));
+    };
+    const int64_t without = least_peak(args);
+    const int64_t with = least_peak(with_host);
+    ASSERT_LT(with, without);
+    const int64_t budget = (with + without) / 2;
+    with_host.push_back(std::to_string(budget));
+    const std::string summary = MustRun(with_host, dir);
+    EXPECT_NE(summary.find("offload "), std::string::npos) << summary;
+    nlohmann::json planned = ReadJson(plan);
+    EXPECT_EQ(planned.at("schema"), "sacplan.plan/2");
+    const nlohmann::json& predicted = planned.at("predicted");
+    EXPECT_LE(predicted.at("peak_bytes").get<int64_t>(), budget);
+    EXPECT_GT(predicted.at("offloaded_bytes").get<int64_t>(), 0);
+    int offloading_blocks = 0;
+    for (const nlohmann::json& block : planned.at("blocks")) {
+      offloading_blocks += block.contains("offload") ? 1 : 0;
+    }
+    EXPECT_GT(offloading_blocks, 0);
+
+    nlohmann::json simulated = nlohmann::json::parse(
+        MustRun({"simulate", "--profile", profile.string(), "--plan", plan.string(), "--json"},
+                dir));
+    EXPECT_TRUE(simulated.at("prediction_holds").get<bool>());
+    EXPECT_TRUE(simulated.at("fits").get<bool>());
+    EXPECT_EQ(simulated.at("offloaded_bytes"), predicted.at("offloaded_bytes"));
+    EXPECT_EQ(simulated.at("host_peak_bytes"), predicted.at("host_peak_bytes"));
+    EXPECT_DOUBLE_EQ(simulated.at("exposed_copy_ms").get<double>(),
+                     predicted.at("exposed_copy_ms").get<double>());
+  }
+  // The compare table puts the offload plan beside the optimal one.
+  const std::string table = MustRun({"compare", "--profile", profile.string(), "--budget",
+                                     "1GB", "--host-budget", "64GB"},
+                                    dir);
+  EXPECT_NE(table.find("\noffload "), std::string::npos) << table;
+  EXPECT_NE(table.find("\noptimal "), std::string::npos) << table;
+}
+
 TEST(CliEndToEnd, VideoShapeGivesTheSameProfileAsTokens) {
   fs::path dir = FreshDir("video_shape");
   fs::path by_shape = dir / "shape.json";

@@ -219,6 +219,42 @@ TEST_F(CliErrors, PlanOpIdNotInModel) {
                  "self_attn.not_an_op");
 }
 
+TEST_F(CliErrors, OffloadWithoutAHostLinkOrABadHostBudget) {
+  const fs::path unlinked =
+      EditedProfile([](nlohmann::json& doc) { doc["device"].erase("host_link"); });
+  ExpectRejectedWithOutput({"plan", "--profile", unlinked.string(), "--budget", "1GB",
+                            "--host-budget", "auto"},
+                           "host link");
+  ExpectRejectedWithOutput({"plan", "--profile", Profile("wan-tiny").string(), "--budget",
+                            "1GB", "--host-budget", "lots"},
+                           "--host-budget");
+}
+
+TEST_F(CliErrors, OffloadPlansTheCommandsCannotApply) {
+  // An offloading plan against a profile without a host link, and one
+  // offloading an op it does not save.
+  nlohmann::json plan = ReadJson(TinyPlan());
+  plan["schema"] = "sacplan.plan/2";
+  plan["blocks"][0]["offload"] = {"x"};
+  const fs::path offloading = dir_this_ / "offloading_plan.json";
+  WriteJson(offloading, plan);
+  const fs::path unlinked =
+      EditedProfile([](nlohmann::json& doc) { doc["device"].erase("host_link"); });
+  ExpectRejected({"simulate", "--profile", unlinked.string(), "--plan", offloading.string()},
+                 "no host link");
+  plan["blocks"][0]["offload"] = {"self_attn.q"};
+  plan["blocks"][0]["save"] = nlohmann::json::array();
+  WriteJson(offloading, plan);
+  ExpectRejected({"simulate", "--profile", Profile("wan-tiny").string(), "--plan",
+                  offloading.string()},
+                 "not saved");
+  plan["schema"] = "sacplan.plan/1";
+  WriteJson(offloading, plan);
+  ExpectRejected({"simulate", "--profile", Profile("wan-tiny").string(), "--plan",
+                  offloading.string()},
+                 "offload");
+}
+
 TEST_F(CliErrors, UnknownSemantics) {
   ExpectRejectedWithOutput({"plan", "--profile", Profile("wan-tiny").string(),
                             "--budget", "1GB", "--semantics", "lazy"},

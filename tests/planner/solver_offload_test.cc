@@ -7,6 +7,7 @@
 #include <set>
 
 #include "candidates.h"
+#include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
 #include "test_graphs.h"
@@ -25,7 +26,7 @@ std::vector<std::pair<SaveMask, OffloadMask>> EveryChoice(const BlockAnalysis& b
   std::vector<std::pair<SaveMask, OffloadMask>> choices;
   for (const SaveMask& mask : AllSaveMasks(block)) {
     choices.push_back({mask, {}});
-    for (OffloadMask& offload : OffloadVariants(block, mask, semantics, 64)) {
+    for (OffloadMask& offload : OffloadVariants(block, mask, semantics, 64, HostLink())) {
       choices.push_back({mask, std::move(offload)});
     }
   }
@@ -129,6 +130,19 @@ TEST(SolverOffloadTest, NeverSlowerThanKeepOrRecomputeAlone) {
         EXPECT_LE(plan->result.step_ms, point.result.step_ms + 1e-9) << "seed " << seed;
       }
       const std::vector<SolvedPlan> offload_frontier = with.Frontier(12);
+      // What a plan file says reads back to the same step.
+      for (const SolvedPlan& plan : offload_frontier) {
+        Plan written;
+        written.semantics = semantics;
+        written.blocks = BlockPlansFromMasks(analyzed, plan.masks, plan.offloaded);
+        const std::vector<SaveMask> masks = *MasksFromPlan(analyzed, written);
+        const std::vector<OffloadMask> offloaded =
+            *OffloadMasksFromPlan(analyzed, written, masks);
+        const StepResult read = *SimulateStep(analyzed, masks, offloaded, semantics);
+        EXPECT_EQ(read.peak_bytes, plan.result.peak_bytes);
+        EXPECT_DOUBLE_EQ(read.step_ms, plan.result.step_ms);
+        EXPECT_EQ(read.offloaded_bytes, plan.result.offloaded_bytes);
+      }
       for (size_t i = 1; i < offload_frontier.size(); ++i) {
         EXPECT_GT(offload_frontier[i].result.peak_bytes,
                   offload_frontier[i - 1].result.peak_bytes);

@@ -46,6 +46,10 @@ absl::StatusOr<Plan> LoadPlanText(const std::string& text, const std::string& na
 // A budget such as "70GB", "29GiB", "512MiB" or a byte count; errors start
 // with `what` (the flag or argument name) and the text.
 absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view what);
+// A host budget for offload: "0" (none), "auto" (the profile's host
+// memory: -1, as PlanRequest::host_budget_bytes takes it) or a size as
+// ParseBudget reads it.
+absl::StatusOr<int64_t> ParseHostBudget(const std::string& text, absl::string_view what);
 // "torch-sac" or "sacplan"; errors start with `what` and the text.
 absl::StatusOr<Semantics> ParseSemanticsText(const std::string& text, absl::string_view what);
 
@@ -87,8 +91,10 @@ std::string SimulationJson(const Simulation& simulation);
 std::string SimulationText(const Simulation& simulation, const Model& model);
 
 // `sacplan compare`: the table it prints.
+// With a host budget (PlanRequest::host_budget_bytes) the table adds the
+// optimal plan with offload beside the one without.
 absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t budget_bytes,
-                                        Semantics semantics);
+                                        Semantics semantics, int64_t host_budget_bytes = 0);
 
 // `sacplan frontier`: frontier.json text (schema sacplan.frontier/1) and
 // the one-line summary the command prints before "wrote <path>".
@@ -102,7 +108,7 @@ inline constexpr int kMaxFrontierPoints = 1000;
 // `points` must lie in [2, kMaxFrontierPoints]; errors start with `what`.
 absl::Status CheckFrontierPoints(int points, absl::string_view what);
 absl::StatusOr<FrontierOutput> FrontierText(const LoadedProfile& loaded, int points,
-                                            Semantics semantics);
+                                            Semantics semantics, int64_t host_budget_bytes = 0);
 
 // "26.80 GB (26800000000 bytes)": a figure a user may paste back as a budget.
 std::string BytesForHumans(int64_t bytes);

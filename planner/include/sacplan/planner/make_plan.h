@@ -26,6 +26,10 @@ struct PlanRequest {
   int64_t budget_bytes = 0;  // > 0 when solving; optional with a preset
   BudgetKind budget_kind = BudgetKind::kAllocated;
   Semantics semantics = Semantics::kSacplan;
+  // Offload (solving only): the host bytes the plan may hold; 0 offloads
+  // nothing, a negative value takes the profile's host memory. Needs a
+  // host link (InvalidArgument otherwise).
+  int64_t host_budget_bytes = 0;
 };
 
 struct MadePlan {
@@ -34,9 +38,16 @@ struct MadePlan {
   AllocatorStats reserved;   // its caching-allocator replay
 };
 
-// `solver` (made from `model` and request.semantics when null) solves for
-// the budget. Errors: InvalidArgument for an unknown preset or one the model
+// `solver` (made from `model`, request.semantics and
+// request.host_budget_bytes when null) solves for the budget. Errors: InvalidArgument for an unknown preset or one the model
 // refuses; the solver's FailedPrecondition when no plan fits the budget.
+// The solver's options for `semantics` with offload up to
+// `host_budget_bytes` (PlanRequest's meaning); InvalidArgument when it is
+// not 0 and the model has no host link.
+absl::StatusOr<SolverOptions> OffloadSolverOptions(const AnalyzedModel& model,
+                                                   Semantics semantics,
+                                                   int64_t host_budget_bytes);
+
 absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest& request,
                                   const Solver* solver = nullptr);
 

@@ -17,11 +17,13 @@
 
 namespace sacplan {
 
-// Simulates the plan with its events and replays them through the caching
-// allocator model. Errors are SimulateStep's (InvalidArgument on bad masks).
+// Simulates the plan (offloading what `offloaded` marks, if anything) with
+// its events and replays them through the caching allocator model. Errors
+// are SimulateStep's (InvalidArgument on bad masks).
 absl::StatusOr<AllocatorStats> ReplayPlan(const AnalyzedModel& model,
                                           const std::vector<SaveMask>& masks,
-                                          Semantics semantics);
+                                          Semantics semantics,
+                                          const std::vector<OffloadMask>& offloaded = {});
 
 struct ReservedSolve {
   SolvedPlan plan;                   // the chosen plan (result without events)
