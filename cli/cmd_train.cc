@@ -2,6 +2,7 @@
 // prints what each step measured beside what the plan predicted.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "model_options.h"
 #include "sacplan/executor/executor.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/profile.h"
 #include "sacplan/profiler/cuda_profiler.h"
 #include "sacplan/status_macros.h"
 #include "training_common.h"
@@ -21,6 +23,7 @@ namespace {
 struct TrainFlags {
   ModelOptions model;
   std::string plan_path;
+  std::string profile_path;  // empty: none given
   std::string device = "cpu";
   std::string log_path;
   int steps = 10;
@@ -45,7 +48,11 @@ absl::Status RunTrain(const TrainFlags& flags) {
     ASSIGN_OR_RETURN(cupti,
                      StartCuptiSession(model.device().has_index() ? model.device().index() : 0));
   }
-  auto executor = PlanExecutor::FromPlan(model, plan);
+  std::optional<Profile> profile;
+  if (!flags.profile_path.empty()) {
+    ASSIGN_OR_RETURN(profile, ReadProfileFile(flags.profile_path));
+  }
+  auto executor = PlanExecutor::FromPlan(model, plan, profile ? &*profile : nullptr);
   if (!executor.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(flags.plan_path, ": ", executor.status().message()));
@@ -62,6 +69,11 @@ absl::Status RunTrain(const TrainFlags& flags) {
     std::cout << absl::StrFormat("  step %3d  loss %.5f  %8.1f ms (%.1f ms CPU)  peak %s\n",
                                  r.step + 1, r.loss, r.step_ms, r.cpu_ms,
                                  FormatBytes(r.peak_bytes));
+  }
+  if (plan.predicted.offloaded_bytes > 0) {
+    std::cout << "  host       " << FormatBytes((*executor)->last_host_peak_bytes())
+              << " held at most, predicted " << FormatBytes(plan.predicted.host_peak_bytes)
+              << "\n";
   }
   std::cout << "  " << PredictionVsMeasurement(plan.predicted, result) << "\n"
             << "  (time and peak: median and largest over the steps after the "
@@ -94,6 +106,11 @@ Command AddTrainCommand(CLI::App& app) {
       "sacplan train --model wan-tiny --plan plan.json --steps 20 --log run.json");
   AddModelOptions(*command, flags->model);
   command->add_option("--plan", flags->plan_path, "plan.json to apply")->required();
+  command->add_option("--profile", flags->profile_path,
+                      "The profile the plan was made from; needed when the plan "
+                      "offloads (its op times and host link decide when each copy is "
+                      "made; on CPU offloaded tensors go to memory the device meter "
+                      "does not count)");
   command->add_option("--steps", flags->steps, "Training steps (default 10)")
       ->check(AtLeast(1));
   command->add_option("--device", flags->device,

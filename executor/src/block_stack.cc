@@ -1,6 +1,8 @@
 #include "block_stack.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <utility>
@@ -91,6 +93,8 @@ struct StackState {
   const MomentObserver* observer = nullptr;  // may be null or empty
   std::vector<at::Tensor> shared;     // BlockStackInputs::shared
   std::vector<TensorTable> live;      // per block: kept tensors
+  // Per block, per offload copy (BlockSchedule::offload): its host tensor.
+  std::vector<std::vector<at::Tensor>> host;
   // Per block input tensor index: the slot in `shared`, or -1.
   std::vector<std::vector<int>> shared_slot;
 };
@@ -129,6 +133,73 @@ void FreeAll(TensorTable& table, std::span<const int> indices) {
   for (int t : indices) table[t].reset();
 }
 
+// Offload on CPU: a copy of `tensor` in host memory the counting allocator
+// does not see (the device's meter then reads what the simulator counts on
+// the device), counted in `counter`'s host bytes while it lives.
+at::Tensor HostCopy(const at::Tensor& tensor, const std::shared_ptr<RecomputeCounter>& counter) {
+  const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  void* buffer = std::malloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  TORCH_CHECK(buffer != nullptr, "sacplan executor: no host memory for ", bytes,
+              " offloaded bytes");
+  counter->host_live_bytes += bytes;
+  counter->host_peak_bytes = std::max(counter->host_peak_bytes, counter->host_live_bytes);
+  at::Tensor host = at::from_blob(
+      buffer, tensor.sizes(),
+      [counter, bytes](void* data) {
+        counter->host_live_bytes -= bytes;
+        std::free(data);
+      },
+      tensor.options());
+  host.copy_(tensor);
+  return host;
+}
+
+// The offload copies of block b's schedule.
+const std::vector<OffloadCopy>& Copies(const StackState& state, int b) {
+  return (*state.schedules)[b].offload.copies;
+}
+
+// After forward step k (-1: as the forward starts): the copies issued then
+// go to the host, and the device buffers freed then are dropped.
+void OffloadAfter(StackState& state, int b, int k, TensorTable& table) {
+  const std::vector<OffloadCopy>& copies = Copies(state, b);
+  for (size_t c = 0; c < copies.size(); ++c) {
+    if (copies[c].issued_after == k) {
+      state.host[b][c] = HostCopy(table[copies[c].tensor], state.counter);
+    }
+  }
+  for (const OffloadCopy& copy : copies) {
+    if (copy.freed_after == k) table[copy.tensor].reset();
+  }
+}
+
+// Before backward step s: the prefetches issued then, back on the device
+// as kept tensors.
+void PrefetchBefore(StackState& state, int b, int s, TensorTable& table) {
+  const std::vector<OffloadCopy>& copies = Copies(state, b);
+  for (size_t c = 0; c < copies.size(); ++c) {
+    if (copies[c].prefetch_before != s) continue;
+    const at::Tensor& host = state.host[b][c];
+    ScopedMemoryAccount account(Account(MemoryCategory::kKept));
+    at::Tensor device = at::empty(host.sizes(), host.options());
+    device.copy_(host);
+    table[copies[c].tensor] = std::move(device);
+  }
+}
+
+// Frees `indices` of the table and the host copies of those offloaded.
+void FreeWithHostCopies(StackState& state, int b, TensorTable& table,
+                        std::span<const int> indices) {
+  FreeAll(table, indices);
+  const std::vector<OffloadCopy>& copies = Copies(state, b);
+  if (copies.empty()) return;
+  for (int t : indices) {
+    for (size_t c = 0; c < copies.size(); ++c) {
+      if (copies[c].tensor == t) state.host[b][c].reset();
+    }
+  }
+}
+
 void Observe(const StackState& state, Phase phase, int b, int k) {
   if (state.observer == nullptr || !*state.observer) return;
   (*state.observer)({phase, b, state.analyzed->blocks[b].op_ids[k]});
@@ -145,7 +216,10 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
     if (state.shared_slot[b][t] >= 0) table[t] = state.shared[state.shared_slot[b][t]];
   }
   const BlockSchedule& schedule = (*state.schedules)[b];
-  for (const ScheduleStep& step : schedule.forward) {
+  state.host[b].assign(schedule.offload.copies.size(), at::Tensor());
+  OffloadAfter(state, b, -1, table);
+  for (size_t k = 0; k < schedule.forward.size(); ++k) {
+    const ScheduleStep& step = schedule.forward[k];
     Timed(state, b, step, [&] {
       ScopedMemoryAccount account(Account(MemoryCategory::kForwardLive));
       RunOpForward(state, b, step.op, table);
@@ -157,6 +231,7 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
     }
     Observe(state, Phase::kForward, b, step.op);
     FreeAll(table, step.free_after);
+    OffloadAfter(state, b, static_cast<int>(k), table);
   }
   // The output now belongs to the next block (or the head). A block whose
   // checkpoint cache holds it (torch-sac) keeps a reference until the
@@ -232,8 +307,10 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   TensorTable& table = state.live[b];
   TensorTable grads(block.tensors.size());
   grads[block.outputs.front()] = std::move(grad_output);
-  FreeAll(table, schedule.free_at_backward_start);
-  for (const ScheduleStep& step : schedule.backward) {
+  FreeWithHostCopies(state, b, table, schedule.free_at_backward_start);
+  for (size_t s = 0; s < schedule.backward.size(); ++s) {
+    const ScheduleStep& step = schedule.backward[s];
+    PrefetchBefore(state, b, static_cast<int>(s), table);
     if (step.kind == StepKind::kRecompute) {
       Timed(state, b, step, [&] {
         ScopedMemoryAccount account(Account(MemoryCategory::kRecomputed));
@@ -245,9 +322,10 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
       Timed(state, b, step,
             [&] { RunOpBackward(state, b, step, table, grads, shared_grads); });
     }
-    FreeAll(table, step.free_after);
+    FreeWithHostCopies(state, b, table, step.free_after);
   }
   table.clear();
+  state.host[b].clear();
   return std::move(grads[block.carried_inputs.front()]);
 }
 
@@ -307,6 +385,8 @@ at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
   state->counter = std::move(counter);
   state->shared = inputs.shared;
   state->live.resize(analyzed.blocks.size());
+  state->host.resize(analyzed.blocks.size());
+  state->counter->host_peak_bytes = state->counter->host_live_bytes;
   state->shared_slot.resize(analyzed.blocks.size());
   const Model& graph = *analyzed.model;
   for (size_t b = 0; b < graph.blocks.size(); ++b) {

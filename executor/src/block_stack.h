@@ -20,6 +20,9 @@ namespace sacplan::executor_internal {
 // Counts what the last backward did, shared between the node and its owner.
 struct RecomputeCounter {
   int recomputed_ops = 0;
+  // Offload: host bytes held now and at most since the last forward began.
+  int64_t host_live_bytes = 0;
+  int64_t host_peak_bytes = 0;
   // When set, told the wall time of every op the blocks run
   // (PlanExecutor::set_op_observer).
   OpObserver observer;

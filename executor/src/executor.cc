@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,19 +38,32 @@ absl::Status CheckPlanModel(const TorchModel& model, const Plan& plan) {
 }  // namespace
 
 PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
-                           Semantics semantics, AnalyzedModel analyzed)
+                           Semantics semantics, std::shared_ptr<const Model> timed,
+                           std::vector<OffloadMask> offloaded)
     : model_(model),
       masks_(std::move(masks)),
       semantics_(semantics),
-      analyzed_(std::move(analyzed)),
+      timed_(std::move(timed)),
+      analyzed_(*AnalyzeModel(*timed_)),
       counters_(std::make_shared<Counters>()) {
   for (size_t b = 0; b < analyzed_.blocks.size(); ++b) {
-    schedules_.push_back(LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
+    const bool moves = b < offloaded.size() && !offloaded[b].empty();
+    schedules_.push_back(moves ? LowerBlock(analyzed_.blocks[b], masks_[b], semantics_,
+                                            offloaded[b], timed_->host_link)
+                               : LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
   }
 }
 
+int64_t PlanExecutor::last_host_peak_bytes() const { return counters_->host_peak_bytes; }
+
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics) {
+  return Create(model, std::move(masks), semantics, model.graph(), {});
+}
+
+absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
+    const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics,
+    const Model& timed, std::vector<OffloadMask> offloaded) {
   ASSIGN_OR_RETURN(AnalyzedModel analyzed, AnalyzeModel(model.graph()));
   if (masks.size() != analyzed.blocks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -69,21 +83,58 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
                        " ops, the model's block has ", analyzed.blocks[b].ops.size()));
     }
   }
-  return std::unique_ptr<PlanExecutor>(
-      new PlanExecutor(model, std::move(masks), semantics, std::move(analyzed)));
+  const bool offloads = std::any_of(offloaded.begin(), offloaded.end(), [](const auto& mask) {
+    return std::find(mask.begin(), mask.end(), true) != mask.end();
+  });
+  if (offloads) {
+    if (GraphFingerprint(timed) != GraphFingerprint(model.graph())) {
+      return absl::InvalidArgumentError(
+          "the profile given for offload is of another op graph than the model's");
+    }
+    RETURN_IF_ERROR(ValidateModel(timed));
+    if (!timed.host_link.available()) {
+      return absl::InvalidArgumentError(
+          "plan offloads to the host, but the profile's device has no host link "
+          "(device.host_link)");
+    }
+    if (model.device().type() != at::kCPU) {
+      return absl::InvalidArgumentError(
+          "plan offloads to the host; the executor applies offload on CPU only so far "
+          "(make the plan without --host-budget for a CUDA run)");
+    }
+    if (offloaded.size() != masks.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan offloads in ", offloaded.size(), " blocks, the model has ", masks.size()));
+    }
+    for (size_t b = 0; b < offloaded.size(); ++b) {
+      if (!offloaded[b].empty() && offloaded[b].size() != analyzed.blocks[b].tensors.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan block ", b, " has ", offloaded[b].size(), " offload decisions, block has ",
+            analyzed.blocks[b].tensors.size(), " tensors"));
+      }
+    }
+  }
+  auto graph = std::make_shared<const Model>(offloads ? timed : model.graph());
+  return std::unique_ptr<PlanExecutor>(new PlanExecutor(
+      model, std::move(masks), semantics, std::move(graph),
+      offloads ? std::move(offloaded) : std::vector<OffloadMask>()));
 }
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(
-    const TorchModel& model, const Plan& plan) {
+    const TorchModel& model, const Plan& plan, const Profile* profile) {
   RETURN_IF_ERROR(CheckPlanModel(model, plan));
   ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(model.graph()));
   ASSIGN_OR_RETURN(std::vector<SaveMask> masks, MasksFromPlan(analyzed, plan));
-  if (PlanOffloads(plan)) {
+  if (!PlanOffloads(plan)) return Create(model, std::move(masks), plan.semantics);
+  if (profile == nullptr) {
     return absl::InvalidArgumentError(
-        "plan offloads to the host; the executor does not offload yet: make the plan "
-        "without offload");
+        "plan offloads to the host: give the profile it was made from too (its times and "
+        "host link decide when each copy is made)");
   }
-  return Create(model, std::move(masks), plan.semantics);
+  RETURN_IF_ERROR(CheckPlanMatches(plan, *profile));
+  ASSIGN_OR_RETURN(const AnalyzedModel timed, AnalyzeModel(profile->model));
+  ASSIGN_OR_RETURN(std::vector<OffloadMask> offloaded, OffloadMasksFromPlan(timed, plan, masks));
+  return Create(model, std::move(masks), plan.semantics, profile->model, std::move(offloaded));
 }
 
 at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) {

@@ -71,6 +71,42 @@ inline std::vector<NamedPlan> PlansToCheck(const TorchModel& model,
   return plans;
 }
 
+// `graph` (a model's graph or its measured profile's) timed on the h100
+// roofline, with the h100's link to host memory.
+inline Model OffloadTimed(Model graph) {
+  const DevicePreset h100 = *DeviceByName("h100");
+  ApplyRoofline(h100, graph);
+  graph.host_link = {h100.d2h_gbps, h100.h2d_gbps, h100.host_memory_bytes};
+  return graph;
+}
+
+struct OffloadPlan {
+  std::string name;
+  std::vector<SaveMask> masks;
+  std::vector<OffloadMask> offloaded;
+};
+
+// Two offload plans at different peaks on `timed` (OffloadTimed): the
+// solver's least-peak plan with offload, and full checkpointing with every
+// block's carried input sent to the host (a plan written by hand, which the
+// executor must apply as well as the solver's).
+inline std::vector<OffloadPlan> OffloadPlansToCheck(const Model& timed, Semantics semantics) {
+  const AnalyzedModel analyzed = *AnalyzeModel(timed);
+  SolverOptions options;
+  options.semantics = semantics;
+  options.offload = true;
+  const Solver solver = *Solver::Create(analyzed, options);
+  const SolvedPlan least = *solver.Solve(solver.MinPeakBytes());
+  EXPECT_GT(least.result.offloaded_bytes, 0);
+  OffloadPlan inputs{"full+inputs", *PresetMasks(analyzed, "full"), {}};
+  for (const BlockAnalysis& block : analyzed.blocks) {
+    OffloadMask mask(block.tensors.size(), false);
+    for (int t : block.carried_inputs) mask[t] = true;
+    inputs.offloaded.push_back(std::move(mask));
+  }
+  return {{"offload@least", least.masks, least.offloaded}, std::move(inputs)};
+}
+
 }  // namespace sacplan::testing
 
 #endif  // SACPLAN_TESTS_EXECUTOR_EXECUTOR_TEST_UTIL_H_

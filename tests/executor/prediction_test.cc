@@ -82,6 +82,49 @@ TEST_P(PredictionTest, MeasuredPeakIsWithinTwoPercentOfTheSimulators) {
   }
 }
 
+// Offload plans: the device peak the counting allocator measures (host
+// copies live outside it) within 2% of the simulator's, and the host bytes
+// held exactly as predicted. The executor follows the copy decisions that
+// the plan's timed profile (the measured one's memory, h100 roofline times
+// and link) made.
+TEST_P(PredictionTest, OffloadPlansPeakAndHoldHostBytesAsPredicted) {
+  const ModelConfig config = GetParam().Config();
+  auto meter = CreateMemoryMeter(at::Device(at::kCPU));
+  ASSERT_TRUE(meter.ok()) << meter.status();
+  CpuProfileOptions profile_options;
+  profile_options.warmup = 1;
+  profile_options.repeats = 1;
+  auto measured_profile = MeasureCpuProfileWithWholeSteps(config, profile_options);
+  ASSERT_TRUE(measured_profile.ok()) << measured_profile.status();
+  const Model timed = testing::OffloadTimed(measured_profile->profile.model);
+  const AnalyzedModel analyzed = *AnalyzeModel(timed);
+  std::unique_ptr<TorchModel> model = testing::CpuModel(config, 3);
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (const testing::OffloadPlan& plan : testing::OffloadPlansToCheck(timed, semantics)) {
+      SCOPED_TRACE(plan.name + " " + SemanticsName(semantics));
+      const StepResult predicted =
+          *SimulateStep(analyzed, plan.masks, plan.offloaded, semantics);
+      auto executor =
+          PlanExecutor::Create(*model, plan.masks, semantics, timed, plan.offloaded);
+      ASSERT_TRUE(executor.ok()) << executor.status();
+      TrainOptions options;
+      options.steps = 2;
+      auto run = Train(*model, **executor, **meter, options);
+      ASSERT_TRUE(run.ok()) << run.status();
+      const double error = static_cast<double>(run->peak_bytes - predicted.peak_bytes) /
+                           static_cast<double>(predicted.peak_bytes);
+      std::printf("%-10s %-22s %-9s predicted %10lld measured %10lld (%+.2f%%), host %lld\n",
+                  GetParam().label.c_str(), plan.name.c_str(), SemanticsName(semantics),
+                  static_cast<long long>(predicted.peak_bytes),
+                  static_cast<long long>(run->peak_bytes), 100 * error,
+                  static_cast<long long>((*executor)->last_host_peak_bytes()));
+      EXPECT_LE(std::abs(error), 0.02);
+      EXPECT_GT(predicted.host_peak_bytes, 0);
+      EXPECT_EQ((*executor)->last_host_peak_bytes(), predicted.host_peak_bytes);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, PredictionTest, ::testing::ValuesIn(PredictionCases()),
                          testing::CaseName);
 

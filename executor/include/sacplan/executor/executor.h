@@ -34,12 +34,33 @@ class PlanExecutor {
   static absl::StatusOr<std::unique_ptr<PlanExecutor>> Create(
       const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics);
 
+  // The same, also keeping the tensors `offloaded` marks (one OffloadMask
+  // per block, as SimulateStep takes them) in host memory between forward
+  // and backward (docs/memory_model.md, "Offload"). `timed` is the
+  // profile's model the plan was made for: its op times and host link
+  // decided when each copy's device buffer is freed and when it is
+  // fetched back, and the executor follows those decisions, so it must
+  // have model.graph()'s op graph (GraphFingerprint). On CPU a tensor is
+  // moved into host memory the counting allocator does not count (so the
+  // meter reads the device's share, as the simulator counts it) and back
+  // before the step the schedule says. InvalidArgument for a graph or mask
+  // mismatch, a model without a host link, or a CUDA model (not applied on
+  // CUDA yet).
+  static absl::StatusOr<std::unique_ptr<PlanExecutor>> Create(
+      const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics,
+      const Model& timed, std::vector<OffloadMask> offloaded);
+
   // Applies a plan file's decisions. InvalidArgument, naming the mismatch,
   // when the plan was made for another model (name, or shape when the plan
   // carries its model_config), has another block count, or names an op id
   // the model's block does not have.
+  // A plan that offloads also needs `profile`, the one it was made from
+  // (InvalidArgument without it); it must match the plan (CheckPlanMatches).
   static absl::StatusOr<std::unique_ptr<PlanExecutor>> FromPlan(
-      const TorchModel& model, const Plan& plan);
+      const TorchModel& model, const Plan& plan, const Profile* profile = nullptr);
+
+  // The most bytes the last step held in host memory (offload); 0 without.
+  int64_t last_host_peak_bytes() const;
 
   // Embeddings, blocks under the plan, head and loss: a scalar loss whose
   // backward() runs the plan's backward and fills every parameter's grad
@@ -70,11 +91,15 @@ class PlanExecutor {
  private:
   struct Counters;
   PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
-               Semantics semantics, AnalyzedModel analyzed);
+               Semantics semantics, std::shared_ptr<const Model> timed,
+               std::vector<OffloadMask> offloaded);
 
   const TorchModel& model_;
   std::vector<SaveMask> masks_;
   Semantics semantics_;
+  // The graph the schedules are lowered from: model.graph(), or the
+  // profile's timed one when offloading. Owned, as analyzed_ points into it.
+  std::shared_ptr<const Model> timed_;
   AnalyzedModel analyzed_;
   std::vector<BlockSchedule> schedules_;
   std::shared_ptr<Counters> counters_;
