@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on a built-in default: Wan2.1-T2V-1.3B at 72,000 tokens
 # (77 frames at 720x1280) on an H100 roofline profile. Installs what is
-# missing, builds, profiles, compares every preset with the optimal plan at
-# a budget, and writes the optimal plan. Outputs land in out/.
+# missing, builds, profiles, compares every preset with the optimal plan
+# (without and with offload to host memory) at a budget, and writes the
+# optimal plan. Outputs land in out/.
 #
 # The budget defaults to the simulated peak of attn_only (FastVideo's
 # policy): the question a Wan trainer asks is "same memory, faster step?".
@@ -30,7 +31,9 @@ if [ -z "$budget" ]; then
 fi
 
 echo
-"$sacplan" compare --profile out/profile.json --budget "$budget"
+# The offload row: the optimal plan with a third choice, sending kept
+# activations to the h100's share of its node's RAM (docs/memory_model.md).
+"$sacplan" compare --profile out/profile.json --budget "$budget" --host-budget auto
 echo
 "$sacplan" plan --profile out/profile.json --budget "$budget" -o out/plan.json
 echo
