@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/reserved_budget.h"
 #include "sacplan/status_macros.h"
@@ -15,6 +16,44 @@ namespace {
 absl::Status PresetError(const std::string& preset, const absl::Status& status) {
   return absl::InvalidArgumentError(
       absl::StrCat("preset '", preset, "': ", status.message()));
+}
+
+// Whether some plan peaks at most `budget_bytes` with offload up to
+// `host_budget_bytes`.
+bool FitsWithHostBudget(const AnalyzedModel& model, const PlanRequest& request,
+                        int64_t host_budget_bytes) {
+  SolverOptions options{.semantics = request.semantics};
+  options.offload = true;
+  options.host_budget_bytes = host_budget_bytes;
+  absl::StatusOr<Solver> solver = Solver::Create(model, options);
+  return solver.ok() && solver->MinPeakBytes() <= request.budget_bytes;
+}
+
+// No plan fits the budget within the host budget. When more host memory
+// would make one fit, `infeasible` gains the smallest host budget that
+// does (bisected to 1%); otherwise it is returned as it is.
+absl::Status NameTheHostBudgetThatFits(const AnalyzedModel& model, const PlanRequest& request,
+                                       const absl::Status& infeasible) {
+  // Every tensor of every block on the host: more can never help.
+  int64_t most_bytes = 0;
+  for (const BlockAnalysis& block : model.blocks) {
+    for (const TensorNode& tensor : block.tensors) most_bytes += tensor.bytes;
+  }
+  const int64_t unlimited =
+      most_bytes * static_cast<int64_t>(model.blocks.size()) + 1;
+  if (!FitsWithHostBudget(model, request, unlimited)) return infeasible;
+  const int64_t given = request.host_budget_bytes >= 0 ? request.host_budget_bytes
+                                                       : model.model->host_link.host_memory_bytes;
+  int64_t fails = given;
+  int64_t fits = unlimited;
+  while (fits - fails > std::max<int64_t>(1, fits / 100)) {
+    const int64_t mid = fails + (fits - fails) / 2;
+    (FitsWithHostBudget(model, request, mid) ? fits : fails) = mid;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      infeasible.message(), "; or allow more host memory: a host budget of ",
+      FormatBytes(fits), " (", fits, " bytes) lets a plan fit, ", FormatBytes(given),
+      " does not (--host-budget)"));
 }
 
 }  // namespace
@@ -64,7 +103,11 @@ absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest&
       made.result = std::move(solved.plan.result);
       reserved = solved.allocator;
     } else {
-      ASSIGN_OR_RETURN(SolvedPlan solved, solver->Solve(request.budget_bytes));
+      absl::StatusOr<SolvedPlan> attempt = solver->Solve(request.budget_bytes);
+      if (absl::IsFailedPrecondition(attempt.status()) && own && own->offloads()) {
+        return NameTheHostBudgetThatFits(model, request, attempt.status());
+      }
+      ASSIGN_OR_RETURN(SolvedPlan solved, std::move(attempt));
       masks = std::move(solved.masks);
       offloaded = std::move(solved.offloaded);
       made.result = std::move(solved.result);

@@ -147,6 +147,23 @@ TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
     EXPECT_DOUBLE_EQ(simulated.at("exposed_copy_ms").get<double>(),
                      predicted.at("exposed_copy_ms").get<double>());
   }
+  // A host budget too small for the budget names one that fits.
+  const fs::path plan = dir / "host_budget.json";
+  const std::vector<std::string> starved = {"plan", "--profile", profile.string(), "--budget",
+                                            "14MB", "--host-budget", "100kB", "-o",
+                                            plan.string()};
+  const CliResult refused = RunSacplan(starved, dir);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_EQ(LineCount(refused.err), 1) << refused.err;
+  const size_t at = refused.err.find("a host budget of ");
+  ASSERT_NE(at, std::string::npos) << refused.err;
+  const size_t open = refused.err.find('(', at);
+  const std::string named = std::to_string(std::stoll(refused.err.substr(open + 1)));
+  std::vector<std::string> enough = starved;
+  enough[6] = named;
+  MustRun(enough, dir);
+  EXPECT_LE(ReadJson(plan).at("predicted").at("host_peak_bytes").get<int64_t>(),
+            std::stoll(named));
   // The compare table puts the offload plan beside the optimal one.
   const std::string table = MustRun({"compare", "--profile", profile.string(), "--budget",
                                      "1GB", "--host-budget", "64GB"},
