@@ -35,14 +35,19 @@ std::vector<ModelCase> PredictionCases() {
 
 class PredictionTest : public ::testing::TestWithParam<ModelCase> {};
 
+// The test's CPU profile of `config`: one warm-up, one timed repeat.
+absl::StatusOr<CpuProfileResult> QuickProfile(const ModelConfig& config) {
+  CpuProfileOptions options;
+  options.warmup = 1;
+  options.repeats = 1;
+  return MeasureCpuProfileWithWholeSteps(config, options);
+}
+
 TEST_P(PredictionTest, MeasuredPeakIsWithinTwoPercentOfTheSimulators) {
   const ModelConfig config = GetParam().Config();
   auto meter = CreateMemoryMeter(at::Device(at::kCPU));
   ASSERT_TRUE(meter.ok()) << meter.status();
-  CpuProfileOptions profile_options;
-  profile_options.warmup = 1;
-  profile_options.repeats = 1;
-  auto measured_profile = MeasureCpuProfileWithWholeSteps(config, profile_options);
+  auto measured_profile = QuickProfile(config);
   ASSERT_TRUE(measured_profile.ok()) << measured_profile.status();
   const Model& profiled = measured_profile->profile.model;
   const AnalyzedModel analyzed = *AnalyzeModel(profiled);
@@ -91,10 +96,7 @@ TEST_P(PredictionTest, OffloadPlansPeakAndHoldHostBytesAsPredicted) {
   const ModelConfig config = GetParam().Config();
   auto meter = CreateMemoryMeter(at::Device(at::kCPU));
   ASSERT_TRUE(meter.ok()) << meter.status();
-  CpuProfileOptions profile_options;
-  profile_options.warmup = 1;
-  profile_options.repeats = 1;
-  auto measured_profile = MeasureCpuProfileWithWholeSteps(config, profile_options);
+  auto measured_profile = QuickProfile(config);
   ASSERT_TRUE(measured_profile.ok()) << measured_profile.status();
   const Model timed = testing::OffloadTimed(measured_profile->profile.model);
   const AnalyzedModel analyzed = *AnalyzeModel(timed);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <set>
 
-#include "candidates.h"
+#include "brute_force.h"
 #include "sacplan/planner/plan.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
@@ -14,55 +14,6 @@
 
 namespace sacplan {
 namespace {
-
-struct Outcome {
-  int64_t peak_bytes;
-  double step_ms;
-};
-
-// Per block, every (save set, offload set of the tensors it keeps).
-std::vector<std::pair<SaveMask, OffloadMask>> EveryChoice(const BlockAnalysis& block,
-                                                          Semantics semantics) {
-  std::vector<std::pair<SaveMask, OffloadMask>> choices;
-  for (const SaveMask& mask : AllSaveMasks(block)) {
-    choices.push_back({mask, {}});
-    for (OffloadMask& offload : OffloadVariants(block, mask, semantics, 64, HostLink())) {
-      choices.push_back({mask, std::move(offload)});
-    }
-  }
-  return choices;
-}
-
-std::vector<Outcome> BruteForce(const AnalyzedModel& model, Semantics semantics) {
-  std::vector<std::vector<std::pair<SaveMask, OffloadMask>>> per_block;
-  for (const BlockAnalysis& block : model.blocks) {
-    per_block.push_back(EveryChoice(block, semantics));
-  }
-  std::vector<Outcome> outcomes;
-  std::vector<size_t> choice(model.blocks.size(), 0);
-  while (true) {
-    std::vector<SaveMask> masks;
-    std::vector<OffloadMask> offloaded;
-    for (size_t b = 0; b < choice.size(); ++b) {
-      masks.push_back(per_block[b][choice[b]].first);
-      offloaded.push_back(per_block[b][choice[b]].second);
-    }
-    const StepResult r = *SimulateStep(model, masks, offloaded, semantics);
-    outcomes.push_back({r.peak_bytes, r.step_ms});
-    size_t b = 0;
-    while (b < choice.size() && ++choice[b] == per_block[b].size()) choice[b++] = 0;
-    if (b == choice.size()) break;
-  }
-  return outcomes;
-}
-
-double BestTimeWithin(const std::vector<Outcome>& outcomes, int64_t budget) {
-  double best = std::numeric_limits<double>::infinity();
-  for (const Outcome& o : outcomes) {
-    if (o.peak_bytes <= budget) best = std::min(best, o.step_ms);
-  }
-  return best;
-}
 
 // A link slow enough that copies of these blocks' tensors (tens to
 // hundreds of bytes, ops of a few ms) are partly exposed.
@@ -73,25 +24,12 @@ Model Linked(Model model) {
 
 void ExpectOffloadMatchesBruteForce(const Model& model, Semantics semantics, uint32_t seed) {
   const AnalyzedModel analyzed = *AnalyzeModel(model);
-  const std::vector<Outcome> outcomes = BruteForce(analyzed, semantics);
   SolverOptions options;
   options.semantics = semantics;
   options.offload = true;
-  const Solver solver = *Solver::Create(analyzed, options);
-  ASSERT_TRUE(solver.offloads());
-  int64_t min_peak = std::numeric_limits<int64_t>::max();
-  for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
-  ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
-  EXPECT_FALSE(solver.Solve(min_peak - 1).ok());
-  std::set<int64_t> budgets;
-  for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
-  for (const int64_t budget : budgets) {
-    const auto plan = solver.Solve(budget);
-    ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
-    EXPECT_LE(plan->result.peak_bytes, budget);
-    EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
-        << "seed " << seed << " budget " << budget << " " << SemanticsName(semantics);
-  }
+  ASSERT_TRUE(Solver::Create(analyzed, options)->offloads());
+  testing::ExpectSolverMatchesBruteForce(
+      analyzed, options, testing::BruteForce(analyzed, semantics, /*offload=*/true), seed);
 }
 
 TEST(SolverOffloadTest, MatchesBruteForceOverThreeChoices) {

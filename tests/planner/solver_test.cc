@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "brute_force.h"
 #include "candidates.h"
 #include "sacplan/planner/presets.h"
 #include "test_graphs.h"
@@ -13,57 +14,15 @@
 namespace sacplan {
 namespace {
 
-struct Outcome {
-  int64_t peak_bytes;
-  double step_ms;
-};
+using testing::BestTimeWithin;
+using testing::BruteForce;
+using testing::Outcome;
 
-// Every combination of every block's save set, simulated as a whole step.
-std::vector<Outcome> BruteForce(const AnalyzedModel& model, Semantics semantics) {
-  std::vector<std::vector<SaveMask>> per_block;
-  for (const BlockAnalysis& block : model.blocks) per_block.push_back(AllSaveMasks(block));
-  std::vector<Outcome> outcomes;
-  std::vector<size_t> choice(model.blocks.size(), 0);
-  while (true) {
-    std::vector<SaveMask> masks;
-    for (size_t b = 0; b < choice.size(); ++b) masks.push_back(per_block[b][choice[b]]);
-    const StepResult r = *SimulateStep(model, masks, semantics);
-    outcomes.push_back({r.peak_bytes, r.step_ms});
-    size_t b = 0;
-    while (b < choice.size() && ++choice[b] == per_block[b].size()) choice[b++] = 0;
-    if (b == choice.size()) break;
-  }
-  return outcomes;
-}
-
-double BestTimeWithin(const std::vector<Outcome>& outcomes, int64_t budget) {
-  double best = std::numeric_limits<double>::infinity();
-  for (const Outcome& o : outcomes) {
-    if (o.peak_bytes <= budget) best = std::min(best, o.step_ms);
-  }
-  return best;
-}
-
-// The solver's smallest peak and, at every budget where the brute-force
-// optimum changes, its plan's step time are brute force's.
 void ExpectMatchesBruteForce(const Model& model, const SolverOptions& options,
                              uint32_t seed) {
   const AnalyzedModel analyzed = *AnalyzeModel(model);
-  const std::vector<Outcome> outcomes = BruteForce(analyzed, options.semantics);
-  const Solver solver = *Solver::Create(analyzed, options);
-  int64_t min_peak = std::numeric_limits<int64_t>::max();
-  for (const Outcome& o : outcomes) min_peak = std::min(min_peak, o.peak_bytes);
-  ASSERT_EQ(solver.MinPeakBytes(), min_peak) << "seed " << seed;
-  EXPECT_FALSE(solver.Solve(min_peak - 1).ok());
-  std::set<int64_t> budgets;
-  for (const Outcome& o : outcomes) budgets.insert(o.peak_bytes);
-  for (const int64_t budget : budgets) {
-    const auto plan = solver.Solve(budget);
-    ASSERT_TRUE(plan.ok()) << plan.status() << " seed " << seed;
-    EXPECT_LE(plan->result.peak_bytes, budget);
-    EXPECT_DOUBLE_EQ(plan->result.step_ms, BestTimeWithin(outcomes, budget))
-        << "seed " << seed << " budget " << budget;
-  }
+  testing::ExpectSolverMatchesBruteForce(analyzed, options,
+                                         BruteForce(analyzed, options.semantics), seed);
 }
 
 struct ExactCase {
