@@ -32,6 +32,7 @@ struct ReportFlags {
   std::vector<std::string> runs;
   std::string semantics = "sacplan";
   int points = 48;
+  std::string host_budget = "0";
   std::string output;
   std::string snapshot;
 };
@@ -42,6 +43,7 @@ absl::Status RunReport(const ReportFlags& flags) {
     ASSIGN_OR_RETURN(options.budget_bytes, ParseBudgetFlag(flags.budget));
   }
   ASSIGN_OR_RETURN(options.semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(options.host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
   RETURN_IF_ERROR(CheckPointsFlag(flags.points));
   options.frontier_points = flags.points;
   if (flags.plans.empty() && flags.budget.empty()) {
@@ -117,6 +119,10 @@ Command AddReportCommand(CLI::App& app) {
                       "brings its own");
   command->add_option("--points", flags->points,
                       "Frontier budgets tried (default 48)");
+  command->add_option("--host-budget", flags->host_budget,
+                      std::string(kHostBudgetHelp) +
+                          "; here for the solved plan and the frontier (a --plan that "
+                          "offloads is drawn with its offload whatever this says)");
   command->add_option("--snapshot", flags->snapshot,
                       "also write the chosen plan's simulated allocation trace "
                       "as JSON in the layout of torch.cuda.memory._snapshot()");

@@ -77,7 +77,8 @@ void MemoryTracker::Mark(Phase phase, int block, const std::string& op, double t
     peak_where_.op = op;
   }
   if (record_timeline_) {
-    timeline_.push_back({time_ms, {phase, block, op}, live_, live_total_});
+    timeline_.push_back({time_ms, {phase, block, op}, live_, live_total_,
+                         host_ != nullptr ? host_->live_bytes() : 0});
   }
 }
 

@@ -120,6 +120,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   StepResult result;
   MemoryTracker tracker(options.record_timeline);
   MemoryTracker host;
+  tracker.set_host(&host);
   size_t buffers = kStepPhaseBuffers;
   for (int b = 0; b < block_count; ++b) {
     buffers += BufferEstimate(model.blocks[b], schedules[b]);

@@ -12,6 +12,7 @@ namespace {
 const char* DecisionColor(OpDecision decision) {
   switch (decision) {
     case OpDecision::kSaved: return palette::kBlue;
+    case OpDecision::kOffloaded: return palette::kGreen;
     case OpDecision::kRecomputed: return palette::kOrange;
     case OpDecision::kFreed: return palette::kLightGrey;
   }
@@ -23,6 +24,7 @@ const char* DecisionColor(OpDecision decision) {
 const char* OpDecisionName(OpDecision decision) {
   switch (decision) {
     case OpDecision::kSaved: return "saved";
+    case OpDecision::kOffloaded: return "offloaded (saved in host memory)";
     case OpDecision::kRecomputed: return "recomputed";
     case OpDecision::kFreed: return "not kept (backward does not read it)";
   }
@@ -38,6 +40,13 @@ std::vector<std::vector<OpDecision>> PlanDecisions(const AnalyzedModel& model,
     std::vector<OpDecision> row(block.ops.size(), OpDecision::kFreed);
     for (int op = 0; op < block.op_count(); ++op) {
       if (plan.masks[b][op] || block.ops[op].collective) row[op] = OpDecision::kSaved;
+    }
+    if (b < plan.offloaded.size() && !plan.offloaded[b].empty()) {
+      for (int op = 0; op < block.op_count(); ++op) {
+        for (int out : block.ops[op].outputs) {
+          if (plan.offloaded[b][out] && schedule.kept[out]) row[op] = OpDecision::kOffloaded;
+        }
+      }
     }
     for (const ScheduleStep& step : schedule.backward) {
       if (step.kind == StepKind::kRecompute) row[step.op] = OpDecision::kRecomputed;
@@ -62,7 +71,8 @@ std::string DecisionMapSvg(const AnalyzedModel& model, const ReportPlan& plan) {
                             absl::StrCat("save or recompute decisions of ", plan.name));
   absl::StrAppend(&out, "<g class=\"legend\">");
   double lx = left;
-  for (OpDecision d : {OpDecision::kSaved, OpDecision::kRecomputed, OpDecision::kFreed}) {
+  for (OpDecision d : {OpDecision::kSaved, OpDecision::kOffloaded, OpDecision::kRecomputed,
+                       OpDecision::kFreed}) {
     absl::StrAppend(&out, LegendItem(lx, 16, "rect", DecisionColor(d), OpDecisionName(d)));
   }
   absl::StrAppend(&out, "</g>");

@@ -19,8 +19,8 @@ std::string Cell(const std::string& key, const std::string& text, bool numeric) 
 
 std::string OpTableHtml(const AnalyzedModel& model, const ReportPlan& plan) {
   const std::vector<std::vector<OpDecision>> decisions = PlanDecisions(model, plan);
-  // Per op id: how many blocks save, recompute or drop it.
-  std::map<std::string, std::array<int, 3>> counts;
+  // Per op id: how many blocks save, offload, recompute or drop it.
+  std::map<std::string, std::array<int, kOpDecisionCount>> counts;
   for (size_t b = 0; b < decisions.size(); ++b) {
     for (size_t op = 0; op < decisions[b].size(); ++op) {
       ++counts[model.blocks[b].op_ids[op]][static_cast<int>(decisions[b][op])];
@@ -39,10 +39,11 @@ std::string OpTableHtml(const AnalyzedModel& model, const ReportPlan& plan) {
   const int blocks = static_cast<int>(decisions.size());
   for (int op = 0; op < analysis.op_count(); ++op) {
     const OpNode& node = analysis.ops[op];
-    const std::array<int, 3>& c = counts[block.ops[op].id];
+    const std::array<int, kOpDecisionCount>& c = counts[block.ops[op].id];
     std::string decision;
-    const char* names[3] = {"saved", "recomputed", "not kept"};
-    for (int k = 0; k < 3; ++k) {
+    // In OpDecision's order.
+    const char* names[kOpDecisionCount] = {"saved", "offloaded", "recomputed", "not kept"};
+    for (int k = 0; k < kOpDecisionCount; ++k) {
       if (c[k] == 0) continue;
       if (!decision.empty()) decision += ", ";
       absl::StrAppend(&decision, names[k], " ",

@@ -76,10 +76,16 @@ std::string TimelineSection(const ReportData& data) {
   }
   for (size_t i = 0; i < data.plans.size(); ++i) {
     const ReportPlan& plan = data.plans[i];
-    const std::string comm =
+    std::string comm =
         plan.result.comm_ms > 0
             ? absl::StrCat(", FSDP collectives ", Num(plan.result.comm_ms, 1), " ms exposed")
             : std::string();
+    if (plan.result.offloaded_bytes > 0) {
+      absl::StrAppend(&comm, ", offload ", EscapeHtml(FormatBytes(plan.result.offloaded_bytes)),
+                      " to the host (host peak ",
+                      EscapeHtml(FormatBytes(plan.result.host_peak_bytes)), "), copies ",
+                      Num(plan.result.exposed_copy_ms, 1), " ms exposed");
+    }
     absl::StrAppend(&out, "<div class=\"timeline-wrap\" id=\"timeline-wrap-", i,
                     "\" data-plan=\"", EscapeHtml(plan.name), "\"", i == 0 ? "" : " hidden",
                     "><p class=\"note\"><b>", EscapeHtml(plan.name), "</b> (",

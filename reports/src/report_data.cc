@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/make_plan.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/reports/report.h"
@@ -78,8 +79,9 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
         "nothing to report: give --budget to solve for, or --plan");
   }
 
-  ASSIGN_OR_RETURN(const Solver solver,
-                   Solver::Create(model, SolverOptions{.semantics = data.semantics}));
+  ASSIGN_OR_RETURN(const SolverOptions solver_options,
+                   OffloadSolverOptions(model, data.semantics, options.host_budget_bytes));
+  ASSIGN_OR_RETURN(const Solver solver, Solver::Create(model, solver_options));
 
   for (const PlanFile& file : plans) {
     ASSIGN_OR_RETURN(ReportPlan plan, PlanFromFile(profile, model, file));
@@ -102,6 +104,7 @@ absl::StatusOr<ReportData> BuildReportData(const Profile& profile,
     plan.origin = "solved for the budget";
     plan.semantics = data.semantics;
     plan.masks = std::move(solved->masks);
+    plan.offloaded = std::move(solved->offloaded);
     RETURN_IF_ERROR(SimulateForReport(model, plan));
     data.plans.push_back(std::move(plan));
   }

@@ -96,7 +96,9 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
   if (!timeline.empty()) step_ms = std::max(step_ms, timeline.back().time_ms);
   if (!(step_ms > 0)) step_ms = 1;
   f.x_hi = step_ms;
-  const double top_gb = std::max(result.peak_bytes, budget_bytes) / 1e9;
+  int64_t host_peak_bytes = 0;
+  for (const TimelinePoint& p : timeline) host_peak_bytes = std::max(host_peak_bytes, p.host_bytes);
+  const double top_gb = std::max({result.peak_bytes, budget_bytes, host_peak_bytes}) / 1e9;
   f.y_hi = top_gb > 0 ? top_gb * 1.1 : 1;
 
   std::string out = SvgOpen(id, "timeline", kWidth, kHeight,
@@ -117,6 +119,10 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
     if (c == 4) lx = f.left;  // two rows: four, then the rest
     absl::StrAppend(&out, LegendItem(lx, c < 4 ? 16 : 36, "rect", CategoryColor(category),
                                      CategoryLabel(category)));
+  }
+  if (host_peak_bytes > 0) {
+    absl::StrAppend(&out, LegendItem(lx, 36, "line", palette::kBlack,
+                                     "host memory (offload; not on the device)"));
   }
   absl::StrAppend(&out, "</g>");
 
@@ -150,6 +156,17 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
                     EscapeHtml(CategoryLabel(category)), "</title></path>");
   }
   absl::StrAppend(&out, "</g>");
+  // Offload: the host's bytes as a line over the device's areas.
+  if (host_peak_bytes > 0 && !column_point.empty()) {
+    std::string d = absl::StrCat("M", Num(f.left, 0), " ", Num(f.bottom(), 1));
+    for (int col = 0; col < columns; ++col) {
+      const TimelinePoint& p = timeline[column_point[col]];
+      absl::StrAppend(&d, "V", Num(f.Y(p.host_bytes / 1e9), 1), "H", Num(f.left + col + 1, 0));
+    }
+    absl::StrAppend(&out, "<path class=\"mark host-line\" fill=\"none\" stroke=\"",
+                    palette::kBlack, "\" stroke-dasharray=\"6 3\" d=\"", d,
+                    "\"><title>host memory (offload)</title></path>");
+  }
   absl::StrAppend(&out, CollectiveTicks(timeline, collective_ops, f));
 
   if (budget_bytes > 0) {

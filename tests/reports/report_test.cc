@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -142,6 +143,49 @@ TEST_F(ReportTest, DecisionMapHasACellPerBlockAndOpMatchingTheSchedule) {
   // Hover text: op, output bytes and recompute time.
   EXPECT_NE(svg.find("<title>block 0 self_attn.attn (attention): saved; output "),
             std::string::npos);
+}
+
+// A report solved with offload: the plan's line names the host bytes, its
+// timeline draws the host's bytes as a line reaching the host peak, and
+// its decision map and op table count the offloaded ops.
+TEST(ReportOffloadTest, TimelineDecisionsAndTableShowTheOffload) {
+  const std::unique_ptr<LoadedModel> model = LoadModel("wan2.1-1.3b");
+  reports::ReportOptions options;
+  options.budget_bytes = PresetPeakBytes(*model, "full");
+  options.frontier_points = 4;
+  options.host_budget_bytes = -1;
+  absl::StatusOr<ReportData> data =
+      reports::BuildReportData(model->profile, model->analyzed, {}, {}, options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const reports::ReportPlan& chosen = data->plans[0];
+  ASSERT_GT(chosen.result.offloaded_bytes, 0);
+  const std::string html = RenderReportHtml(*data);
+  EXPECT_NE(html.find(absl::StrCat("offload ", FormatBytes(chosen.result.offloaded_bytes),
+                                   " to the host")),
+            std::string::npos);
+  const std::string timeline = SvgById(html, "timeline-0");
+  const size_t line = timeline.find("class=\"mark host-line\"");
+  ASSERT_NE(line, std::string::npos);
+  const std::string path = timeline.substr(line, timeline.find("</path>", line) - line);
+  EXPECT_LT(TopOfPath(path), Attribute(timeline.substr(timeline.find("budget-line")), "y1"));
+  int offloaded = 0;
+  for (size_t b = 0; b < chosen.offloaded.size(); ++b) {
+    const BlockAnalysis& block = model->analyzed.blocks[b];
+    if (chosen.offloaded[b].empty()) continue;
+    const BlockSchedule schedule =
+        LowerBlock(block, chosen.masks[b], chosen.semantics, chosen.offloaded[b],
+                   model->profile.model.host_link);
+    std::set<int> ops;
+    for (const OffloadCopy& copy : schedule.offload.copies) {
+      if (block.tensors[copy.tensor].producer >= 0) ops.insert(block.tensors[copy.tensor].producer);
+    }
+    offloaded += static_cast<int>(ops.size());
+  }
+  ASSERT_GT(offloaded, 0);
+  EXPECT_EQ(Count(SvgById(html, "decision-map"),
+                  "data-decision=\"offloaded (saved in host memory)\""),
+            offloaded);
+  EXPECT_NE(html.find(">offloaded "), std::string::npos);
 }
 
 TEST_F(ReportTest, OpTableHasARowPerOpAndSortableHeaders) {

@@ -63,6 +63,9 @@ struct TimelinePoint {
   StepLocation where;
   std::array<int64_t, kMemoryCategoryCount> bytes{};
   int64_t total_bytes = 0;
+  // Offload: what pinned host memory holds then (not device memory, so not
+  // in total_bytes); 0 without offload.
+  int64_t host_bytes = 0;
 };
 
 // One allocation or free of a non-zero number of bytes, for exporting an
@@ -89,6 +92,10 @@ class MemoryTracker {
   // Off by default. When set, every Alloc/Free of more than zero bytes is
   // appended to `events` (not owned; must outlive the tracker's use).
   void set_event_log(std::vector<MemoryEvent>* events) { events_ = events; }
+
+  // Offload: the tracker counting host memory, read into each recorded
+  // TimelinePoint's host_bytes (not owned; must outlive this one's use).
+  void set_host(const MemoryTracker* host) { host_ = host; }
 
   // Room for `buffers` allocations without regrowing the ledger.
   void Reserve(size_t buffers) { buffers_.reserve(buffers); }
@@ -167,6 +174,7 @@ class MemoryTracker {
   StepLocation peak_where_;
   std::vector<TimelinePoint> timeline_;
   std::vector<MemoryEvent>* events_ = nullptr;
+  const MemoryTracker* host_ = nullptr;
   int marks_ = 0;
 };
 

@@ -36,9 +36,11 @@ std::string FrontierSvg(const ReportData& data);
 // What a plan does with an op in a block.
 enum class OpDecision {
   kSaved,       // outputs kept from forward to backward
+  kOffloaded,   // outputs kept in host memory between forward and backward
   kRecomputed,  // re-run in backward
   kFreed,       // neither: backward does not read its outputs
 };
+inline constexpr int kOpDecisionCount = 4;
 const char* OpDecisionName(OpDecision decision);  // "saved", ...
 
 // decisions[block][op] for `plan`, by the rules schedule lowering applies.

@@ -66,6 +66,9 @@ struct ReportOptions {
   // Semantics to solve under when no plan is given (else the first plan's).
   Semantics semantics = Semantics::kSacplan;
   int frontier_points = 48;  // Solver::Frontier points, >= 2
+  // Offload for the solved plan and the frontier (PlanRequest's meaning:
+  // 0 none, negative the profile's host memory).
+  int64_t host_budget_bytes = 0;
 };
 
 // Simulates the given plans (or solves for the budget when there are none),
