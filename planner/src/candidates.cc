@@ -526,6 +526,39 @@ std::vector<SaveMask> WithForwardPrefixes(const BlockAnalysis& block, Semantics 
   return UsefulMasks(block, semantics, std::move(widened));
 }
 
+// `offloaded` less what makes compute wait under `saved`: every unit (a
+// carried input, or an op's outputs) a backward step that waits reads
+// first, and the last unit to go to the host when the forward waits for
+// it. Kept on the device instead, those cost bytes but no time. Empty when
+// nothing waits or nothing would be left.
+OffloadMask WithoutExposedUnits(const BlockAnalysis& block, const SaveMask& saved,
+                                Semantics semantics, OffloadMask offloaded,
+                                const HostLink& link) {
+  const BlockSchedule schedule = LowerBlock(block, saved, semantics, offloaded, link);
+  const BlockCopies& copies = schedule.offload;
+  if (copies.exposed_ms <= 0) return {};
+  auto drop_unit = [&](int t) {
+    const int producer = block.tensors[t].producer;
+    if (producer < 0) {
+      offloaded[t] = false;
+      return;
+    }
+    for (int out : block.ops[producer].outputs) offloaded[out] = false;
+  };
+  std::vector<bool> read_before(block.tensors.size(), false);
+  for (size_t s = 0; s < schedule.backward.size(); ++s) {
+    for (int t : StepReads(block, schedule.backward[s])) {
+      if (copies.backward_wait_ms[s] > 0 && !read_before[t] && offloaded[t]) drop_unit(t);
+      read_before[t] = true;
+    }
+  }
+  if (copies.forward_wait_ms > 0 && !copies.copies.empty()) {
+    drop_unit(copies.copies.back().tensor);
+  }
+  if (std::find(offloaded.begin(), offloaded.end(), true) == offloaded.end()) return {};
+  return offloaded;
+}
+
 std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics semantics,
                                         std::vector<BlockCandidate> candidates,
                                         const std::vector<SaveMask>& save_masks,
@@ -555,11 +588,23 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
   std::sort(bases.begin(), bases.end());
   bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
   for (const SaveMask& mask : bases) {
-    for (OffloadMask& variant :
-         OffloadVariants(block, mask, semantics, kExhaustiveOffloadUnits, offload.link)) {
-      const BlockCost cost = EvaluateBlock(block, mask, semantics, variant, offload.link);
+    std::vector<OffloadMask> variants =
+        OffloadVariants(block, mask, semantics, kExhaustiveOffloadUnits, offload.link);
+    // Every subset is there already when the variants are exhaustive; a
+    // refined variant is not refined again.
+    const size_t refined = save_masks.empty() ? variants.size() : 0;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const BlockCost cost = EvaluateBlock(block, mask, semantics, variants[v], offload.link);
+      if (v < refined && cost.exposed_copy_ms > 0) {
+        OffloadMask hidden =
+            WithoutExposedUnits(block, mask, semantics, variants[v], offload.link);
+        if (!hidden.empty() && hidden != variants[v] &&
+            std::find(variants.begin(), variants.end(), hidden) == variants.end()) {
+          variants.push_back(std::move(hidden));
+        }
+      }
       if (cost.host_bytes > offload.host_cap_bytes) continue;
-      candidates.push_back({mask, cost, std::move(variant)});
+      candidates.push_back({mask, cost, variants[v]});
     }
   }
   return ParetoFilter(std::move(candidates), std::max<int64_t>(1, quantum_bytes));

@@ -64,7 +64,9 @@ std::vector<SaveMask> WithForwardPrefixes(const BlockAnalysis& block, Semantics 
 // Non-empty `save_masks` (every save set of a small block) all get
 // variants, not only the candidates: a save set no candidate needs can pay
 // once its kept bytes move to the host. Otherwise the candidates widened
-// to forward prefixes (WithForwardPrefixes) do.
+// to forward prefixes (WithForwardPrefixes) do, and each variant that
+// makes compute wait also gets a copy that keeps on the device what it
+// waits for.
 std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics semantics,
                                         std::vector<BlockCandidate> candidates,
                                         const std::vector<SaveMask>& save_masks,

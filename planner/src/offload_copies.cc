@@ -55,13 +55,6 @@ void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule
   copies.forward_wait_ms = std::max(0.0, engine_free_ms - clock_ms);
 }
 
-// What a backward step reads: a recompute its op's inputs, an op's
-// backward what its backward needs.
-const std::vector<int>& StepReads(const BlockAnalysis& block, const ScheduleStep& step) {
-  const OpNode& op = block.ops[step.op];
-  return step.kind == StepKind::kRecompute ? op.inputs : op.backward_needs;
-}
-
 double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
   const OpNode& op = block.ops[step.op];
   return step.kind == StepKind::kRecompute ? op.fwd_ms : op.bwd_ms;
@@ -124,6 +117,11 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
 }
 
 }  // namespace
+
+const std::vector<int>& StepReads(const BlockAnalysis& block, const ScheduleStep& step) {
+  const OpNode& op = block.ops[step.op];
+  return step.kind == StepKind::kRecompute ? op.inputs : op.backward_needs;
+}
 
 bool Offloadable(const BlockAnalysis& block, int t) {
   const TensorNode& node = block.tensors[t];

@@ -38,6 +38,7 @@ std::vector<DevicePreset> Presets() {
   h100.d2h_gbps = 50;
   h100.h2d_gbps = 50;
   h100.host_memory_bytes = 256 * kGB;
+  h100.pcie_gbps = 64;  // Gen5 x16
 
   // Same GH100 die as the H100 (same compute peak), more and faster HBM3e.
   DevicePreset h200 = h100;
@@ -57,6 +58,7 @@ std::vector<DevicePreset> Presets() {
   a100.d2h_gbps = 25;
   a100.h2d_gbps = 25;
   a100.host_memory_bytes = 128 * kGB;
+  a100.pcie_gbps = 32;  // Gen4 x16
   // FlashAttention-2 reaches ~70% of peak forward on A100 (its paper),
   // cuBLAS ~80%: Ampere is easier to saturate than Hopper.
   a100.attn_fwd_efficiency = 0.65;
@@ -73,6 +75,7 @@ std::vector<DevicePreset> Presets() {
   l40s.d2h_gbps = 25;
   l40s.h2d_gbps = 25;
   l40s.host_memory_bytes = 128 * kGB;
+  l40s.pcie_gbps = 32;  // Gen4 x16
   // A 350 W card clocks down under sustained tensor-core load.
   l40s.gemm_efficiency = 0.65;
   l40s.attn_fwd_efficiency = 0.5;
@@ -87,6 +90,7 @@ std::vector<DevicePreset> Presets() {
   gh200.d2h_gbps = 170;
   gh200.h2d_gbps = 400;
   gh200.host_memory_bytes = 480 * kGB;
+  gh200.pcie_gbps = 0;  // the host link is NVLink-C2C, apart from the NIC's PCIe
   return {h100, h200, a100, l40s, gh200};
 }
 

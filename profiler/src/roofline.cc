@@ -122,8 +122,22 @@ absl::StatusOr<Profile> RooflineProfile(const ModelConfig& config,
   profile.model_name = config.name;
   profile.model_config = config.ToJson();
   profile.model = std::move(model);
-  profile.model.host_link = {device.d2h_gbps, device.h2d_gbps, device.host_memory_bytes};
+  profile.model.host_link = HostLinkOf(device, parallel);
   return profile;
+}
+
+HostLink HostLinkOf(const DevicePreset& device, const ParallelConfig& parallel) {
+  HostLink link{device.d2h_gbps, device.h2d_gbps, device.host_memory_bytes};
+  // Across nodes FSDP's collectives reach GPU memory from the NIC over the
+  // GPU's own PCIe link (GPUDirect RDMA), and they run through most of a
+  // step (each block's gather overlaps the block before): the copies keep
+  // what the NIC leaves of that link.
+  if (parallel.world_size > kRanksPerNode && device.pcie_gbps > 0) {
+    const double left = std::max(0.0, 1 - device.ib_gbps / device.pcie_gbps);
+    link.d2h_gbps *= left;
+    link.h2d_gbps *= left;
+  }
+  return link;
 }
 
 }  // namespace sacplan

@@ -181,5 +181,22 @@ TEST(RooflineTest, CollectivesTakeTheirShareOfTheGroupsLink) {
               15.0 / 16 * block.fsdp.reduce_scatter_bytes / 50e9 * 1e3, 1e-9);
 }
 
+// Offload's link: the preset's within a node; across nodes the NIC's
+// GPUDirect traffic takes its share of the GPU's PCIe link (h100: 50 of
+// Gen5's 64 GB/s, leaving 22%); GH200's NVLink-C2C shares nothing.
+TEST(RooflineTest, HostLinkIsThePresetsLessTheNicsShareAcrossNodes) {
+  const DevicePreset h100 = *DeviceByName("h100");
+  const HostLink one_node = HostLinkOf(h100, ParallelConfig{8, true, 8});
+  EXPECT_EQ(one_node.d2h_gbps, 50);
+  EXPECT_EQ(one_node.h2d_gbps, 50);
+  EXPECT_EQ(one_node.host_memory_bytes, h100.host_memory_bytes);
+  const HostLink two_nodes = HostLinkOf(h100, ParallelConfig{16, true, 8});
+  EXPECT_DOUBLE_EQ(two_nodes.d2h_gbps, 50 * (1 - 50.0 / 64));
+  EXPECT_DOUBLE_EQ(two_nodes.h2d_gbps, 50 * (1 - 50.0 / 64));
+  const DevicePreset gh200 = *DeviceByName("gh200");
+  EXPECT_EQ(HostLinkOf(gh200, ParallelConfig{16, true, 8}).d2h_gbps, 170);
+  EXPECT_EQ(HostLinkOf(gh200, ParallelConfig{16, true, 8}).h2d_gbps, 400);
+}
+
 }  // namespace
 }  // namespace sacplan

@@ -280,6 +280,10 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics, const OffloadMask& offloaded,
                          const HostLink& link);
 
+// What a backward step reads: a recompute its op's inputs, an op's
+// backward what that backward needs (tensor indices).
+const std::vector<int>& StepReads(const BlockAnalysis& block, const ScheduleStep& step);
+
 // Whether tensor `t` may be offloaded at all, whatever the plan: a carried
 // input or the output of an op that is not a collective (collectives stay
 // saved on the device, as their outputs feed the ranks' next collective).

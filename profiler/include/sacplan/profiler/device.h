@@ -29,6 +29,10 @@ struct DevicePreset {
   double d2h_gbps = 0;
   double h2d_gbps = 0;
   int64_t host_memory_bytes = 0;
+  // The raw one-way bandwidth of the PCIe link between the GPU and its
+  // switch, GB/s, which the host copies share with the NIC's GPUDirect
+  // traffic; 0 where the host link is not PCIe (GH200's NVLink-C2C).
+  double pcie_gbps = 0;
   // Achieved fractions of peak (realistic, not datasheet).
   double gemm_efficiency = 0.8;
   double attn_fwd_efficiency = 0.6;

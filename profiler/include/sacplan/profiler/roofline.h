@@ -36,6 +36,11 @@ double AllToAllMs(const DevicePreset& device, int ranks, int64_t bytes);
 void ApplyRooflineNonBlock(const DevicePreset& device, const NonBlockCost& cost,
                            FixedMemory& fixed);
 
+// The link to host memory offload copies over, as one rank of `parallel`
+// sees it: the preset's, less what a job spanning nodes takes of the GPU's
+// PCIe link for InfiniBand (docs/memory_model.md, "Offload").
+HostLink HostLinkOf(const DevicePreset& device, const ParallelConfig& parallel);
+
 // Builds the config's graph for one rank of `parallel` and times it: a
 // complete profile.json document with source "roofline". InvalidArgument
 // for a bad config or a parallel config the model cannot be split by.
