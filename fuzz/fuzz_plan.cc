@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as a plan.json, read and then applied
-// to the wan-tiny model (masks, the model check, one simulated step); what
-// the writer makes of an accepted plan must read back (round_trip.h).
+// to the wan-tiny model (masks, offload masks, the model check, one
+// simulated step); what the writer makes of an accepted plan must read
+// back (round_trip.h).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -29,6 +30,8 @@ const Target& TinyTarget() {
     t->profile.model_name = config.name;
     t->profile.model_config = config.ToJson();
     t->profile.model = *sacplan::BuildModelGraph(config);
+    // A link to host memory, so that plans that offload are applied too.
+    t->profile.model.host_link = {50, 50, int64_t{1} << 40};
     t->model = *sacplan::AnalyzeModel(t->profile.model);
     return t.release();
   }();
