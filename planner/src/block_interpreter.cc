@@ -20,7 +20,17 @@ BlockInterpreter::BlockInterpreter(const BlockAnalysis& block, const BlockSchedu
   const std::vector<OffloadCopy>& copies = schedule.offload.copies;
   if (copies.empty()) return;
   copy_of_.assign(block.tensors.size(), -1);
-  for (size_t c = 0; c < copies.size(); ++c) copy_of_[copies[c].tensor] = static_cast<int>(c);
+  for (size_t c = 0; c < copies.size(); ++c) {
+    copy_of_[copies[c].tensor] = static_cast<int>(c);
+    free_order_.push_back(static_cast<int>(c));
+    if (copies[c].prefetch_before >= 0) prefetch_order_.push_back(static_cast<int>(c));
+  }
+  std::stable_sort(free_order_.begin(), free_order_.end(), [&](int a, int b) {
+    return copies[a].freed_after < copies[b].freed_after;
+  });
+  std::stable_sort(prefetch_order_.begin(), prefetch_order_.end(), [&](int a, int b) {
+    return copies[a].prefetch_before < copies[b].prefetch_before;
+  });
   host_buffers_.assign(copies.size(), -1);
 }
 
@@ -123,27 +133,30 @@ void BlockInterpreter::RunOp(Phase phase, int op, int64_t workspace_bytes, doubl
   tracker_.Free(workspace);
 }
 
+// Copies are issued in their order (by producer), so each list is walked
+// once from where the last step left it.
 void BlockInterpreter::ForwardCopies(int k) {
   const std::vector<OffloadCopy>& copies = schedule_.offload.copies;
-  for (size_t c = 0; c < copies.size(); ++c) {
-    if (copies[c].issued_after != k) continue;
-    host_buffers_[c] = host_->Alloc(MemoryCategory::kKept, copies[c].bytes);
+  for (; issued_ < copies.size() && copies[issued_].issued_after == k; ++issued_) {
+    host_buffers_[issued_] = host_->Alloc(MemoryCategory::kKept, copies[issued_].bytes);
     host_->Mark(Phase::kForward, block_index_, k >= 0 ? block_.op_ids[k] : std::string(),
                 clock_ms_);
   }
-  for (const OffloadCopy& copy : copies) {
-    if (copy.freed_after != k) continue;
-    tracker_.Free(activations_[copy.tensor]);
-    activations_[copy.tensor] = -1;
+  for (; freed_ < free_order_.size() && copies[free_order_[freed_]].freed_after == k; ++freed_) {
+    const int t = copies[free_order_[freed_]].tensor;
+    tracker_.Free(activations_[t]);
+    activations_[t] = -1;
   }
 }
 
 void BlockInterpreter::Prefetch(int s) {
-  if (schedule_.offload.copies.empty()) return;
-  for (const OffloadCopy& copy : schedule_.offload.copies) {
-    if (copy.prefetch_before == s) {
-      activations_[copy.tensor] = tracker_.Alloc(MemoryCategory::kKept, copy.bytes);
-    }
+  const std::vector<OffloadCopy>& copies = schedule_.offload.copies;
+  if (copies.empty()) return;
+  for (; prefetched_ < prefetch_order_.size() &&
+         copies[prefetch_order_[prefetched_]].prefetch_before == s;
+       ++prefetched_) {
+    const OffloadCopy& copy = copies[prefetch_order_[prefetched_]];
+    activations_[copy.tensor] = tracker_.Alloc(MemoryCategory::kKept, copy.bytes);
   }
   clock_ms_ += schedule_.offload.backward_wait_ms[s];
 }

@@ -68,6 +68,14 @@ class BlockInterpreter {
   MemoryTracker* host_;
   std::vector<int> copy_of_;             // per tensor, its offload copy or -1
   std::vector<BufferId> host_buffers_;   // per offload copy
+  // Offload copies in the order their device buffers are freed and their
+  // prefetches issued (those prefetched), and how far each list has run
+  // (copies are issued in their own order).
+  std::vector<int> free_order_;
+  std::vector<int> prefetch_order_;
+  size_t issued_ = 0;
+  size_t freed_ = 0;
+  size_t prefetched_ = 0;
 };
 
 }  // namespace sacplan

@@ -13,7 +13,7 @@ namespace {
 constexpr int kExhaustiveOffloadUnits = 6;
 // Save sets widened to a forward prefix (WithForwardPrefixes): this many
 // even shares of the block's forward time.
-constexpr int kForwardPrefixSplits = 8;
+constexpr int kForwardPrefixSplits = 4;
 
 // Ops a checkpointed block may save or not: collectives are always saved,
 // never_save ops never are.
@@ -526,15 +526,14 @@ std::vector<SaveMask> WithForwardPrefixes(const BlockAnalysis& block, Semantics 
   return UsefulMasks(block, semantics, std::move(widened));
 }
 
-// `offloaded` less what makes compute wait under `saved`: every unit (a
+// `offloaded` less what makes compute wait in `schedule` (lowered with it):
+// every unit (a
 // carried input, or an op's outputs) a backward step that waits reads
 // first, and the last unit to go to the host when the forward waits for
 // it. Kept on the device instead, those cost bytes but no time. Empty when
 // nothing waits or nothing would be left.
-OffloadMask WithoutExposedUnits(const BlockAnalysis& block, const SaveMask& saved,
-                                Semantics semantics, OffloadMask offloaded,
-                                const HostLink& link) {
-  const BlockSchedule schedule = LowerBlock(block, saved, semantics, offloaded, link);
+OffloadMask WithoutExposedUnits(const BlockAnalysis& block, const BlockSchedule& schedule,
+                                OffloadMask offloaded) {
   const BlockCopies& copies = schedule.offload;
   if (copies.exposed_ms <= 0) return {};
   auto drop_unit = [&](int t) {
@@ -594,10 +593,20 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
     // refined variant is not refined again.
     const size_t refined = save_masks.empty() ? variants.size() : 0;
     for (size_t v = 0; v < variants.size(); ++v) {
-      const BlockCost cost = EvaluateBlock(block, mask, semantics, variants[v], offload.link);
-      if (v < refined && cost.exposed_copy_ms > 0) {
-        OffloadMask hidden =
-            WithoutExposedUnits(block, mask, semantics, variants[v], offload.link);
+      const BlockSchedule schedule =
+          LowerBlock(block, mask, semantics, variants[v], offload.link);
+      const BlockCost cost = EvaluateSchedule(block, schedule);
+      // Keeping on the device what compute waits for can only hold more, at
+      // every moment, and spare at most the wait: not worth costing when a
+      // candidate already beats that on every count.
+      BlockCost best_case = cost;
+      best_case.exposed_copy_ms = 0;
+      auto beaten = [&] {
+        return std::any_of(candidates.begin(), candidates.end(),
+                           [&](const BlockCandidate& c) { return Dominates(c.cost, best_case); });
+      };
+      if (v < refined && cost.exposed_copy_ms > 0 && !beaten()) {
+        OffloadMask hidden = WithoutExposedUnits(block, schedule, variants[v]);
         if (!hidden.empty() && hidden != variants[v] &&
             std::find(variants.begin(), variants.end(), hidden) == variants.end()) {
           variants.push_back(std::move(hidden));

@@ -187,8 +187,6 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   return result;
 }
 
-namespace {
-
 BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& schedule) {
   MemoryTracker tracker;
   MemoryTracker host;
@@ -225,8 +223,6 @@ BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& sche
   cost.host_bytes = schedule.offload.host_bytes;
   return cost;
 }
-
-}  // namespace
 
 BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics) {

@@ -92,6 +92,8 @@ BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
 BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics, const OffloadMask& offloaded,
                         const HostLink& link);
+// The same for a schedule already lowered (LowerBlock) from `block`.
+BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& schedule);
 
 }  // namespace sacplan
 
