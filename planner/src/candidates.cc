@@ -393,7 +393,7 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     bool beaten = false;
     for (const BlockCandidate& candidate : known) {
       const BlockCost& c = candidate.cost;
-      if (c.kept_bytes <= outcome.kept_bytes && c.recompute_ms <= outcome.recompute_ms &&
+      if (c.kept_bytes <= outcome.kept_bytes && CandidateMs(c) <= outcome.recompute_ms &&
           c.forward_peak_bytes <= least_peak && c.backward_peak_bytes <= least_peak) {
         beaten = true;
         break;

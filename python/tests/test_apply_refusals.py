@@ -130,7 +130,8 @@ def _malformed():
     return {
         "no_schema": (edit(lambda p: p.pop("schema")), r"schema: missing"),
         "other_schema": (edit(lambda p: p.update(schema="sacplan.profile/1")),
-                         r'schema: expected "sacplan\.plan/1", got "sacplan\.profile/1"'),
+                         r'schema: expected "sacplan\.plan/1" or "sacplan\.plan/2", '
+                         r'got "sacplan\.profile/1"'),
         "no_blocks": (edit(lambda p: p.pop("blocks")), r"blocks: missing"),
         "empty_blocks": (edit(lambda p: p.update(blocks=[])), r"blocks must be a non-empty list"),
         "blocks_not_list": (edit(lambda p: p.update(blocks={"0": {}})),
@@ -149,6 +150,13 @@ def _malformed():
                            r"blocks\[0\]\.checkpoint must be true or false"),
         "bad_model_config": (edit(lambda p: p.update(model_config=[1])),
                              r"model_config: expected an object, got array"),
+        # Offload (sacplan.plan/2) is read, but apply_plan does not apply it
+        # yet; under /1 an offload list is refused by the reader itself.
+        "offload": (edit(lambda p: (p.update(schema="sacplan.plan/2"),
+                                    p["blocks"][0].update(offload=["x"]))),
+                    r"block 0 offloads to the host, which apply_plan does not do yet"),
+        "offload_in_schema_1": (edit(lambda p: p["blocks"][0].update(offload=["x"])),
+                                r'blocks\[0\]\.offload: needs schema "sacplan\.plan/2"'),
     }
 
 
