@@ -39,17 +39,17 @@ absl::Status CheckPlanModel(const TorchModel& model, const Plan& plan) {
 
 PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
                            Semantics semantics, std::shared_ptr<const Model> timed,
-                           std::vector<OffloadMask> offloaded)
+                           AnalyzedModel analyzed, std::vector<OffloadMask> offloaded)
     : model_(model),
       masks_(std::move(masks)),
       semantics_(semantics),
       timed_(std::move(timed)),
-      analyzed_(*AnalyzeModel(*timed_)),
+      analyzed_(std::move(analyzed)),
       counters_(std::make_shared<Counters>()) {
   for (size_t b = 0; b < analyzed_.blocks.size(); ++b) {
     const bool moves = b < offloaded.size() && !offloaded[b].empty();
     schedules_.push_back(moves ? LowerBlock(analyzed_.blocks[b], masks_[b], semantics_,
-                                            offloaded[b], timed_->host_link)
+                                            offloaded[b], analyzed_.model->host_link)
                                : LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
   }
 }
@@ -86,38 +86,25 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
   const bool offloads = std::any_of(offloaded.begin(), offloaded.end(), [](const auto& mask) {
     return std::find(mask.begin(), mask.end(), true) != mask.end();
   });
-  if (offloads) {
-    if (GraphFingerprint(timed) != GraphFingerprint(model.graph())) {
-      return absl::InvalidArgumentError(
-          "the profile given for offload is of another op graph than the model's");
-    }
-    RETURN_IF_ERROR(ValidateModel(timed));
-    if (!timed.host_link.available()) {
-      return absl::InvalidArgumentError(
-          "plan offloads to the host, but the profile's device has no host link "
-          "(device.host_link)");
-    }
-    if (model.device().type() != at::kCPU) {
-      return absl::InvalidArgumentError(
-          "plan offloads to the host; the executor applies offload on CPU only so far "
-          "(make the plan without --host-budget for a CUDA run)");
-    }
-    if (offloaded.size() != masks.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan offloads in ", offloaded.size(), " blocks, the model has ", masks.size()));
-    }
-    for (size_t b = 0; b < offloaded.size(); ++b) {
-      if (!offloaded[b].empty() && offloaded[b].size() != analyzed.blocks[b].tensors.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "plan block ", b, " has ", offloaded[b].size(), " offload decisions, block has ",
-            analyzed.blocks[b].tensors.size(), " tensors"));
-      }
-    }
+  if (!offloads) {
+    return std::unique_ptr<PlanExecutor>(
+        new PlanExecutor(model, std::move(masks), semantics, nullptr, std::move(analyzed), {}));
   }
-  auto graph = std::make_shared<const Model>(offloads ? timed : model.graph());
-  return std::unique_ptr<PlanExecutor>(new PlanExecutor(
-      model, std::move(masks), semantics, std::move(graph),
-      offloads ? std::move(offloaded) : std::vector<OffloadMask>()));
+  if (GraphFingerprint(timed) != GraphFingerprint(model.graph())) {
+    return absl::InvalidArgumentError(
+        "the profile given for offload is of another op graph than the model's");
+  }
+  if (model.device().type() != at::kCPU) {
+    return absl::InvalidArgumentError(
+        "plan offloads to the host; the executor applies offload on CPU only so far "
+        "(make the plan without --host-budget for a CUDA run)");
+  }
+  auto graph = std::make_shared<const Model>(timed);
+  ASSIGN_OR_RETURN(AnalyzedModel timed_analysis, AnalyzeModel(*graph));
+  RETURN_IF_ERROR(CheckOffloadMasks(timed_analysis, offloaded));
+  return std::unique_ptr<PlanExecutor>(
+      new PlanExecutor(model, std::move(masks), semantics, std::move(graph),
+                       std::move(timed_analysis), std::move(offloaded)));
 }
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(

@@ -526,12 +526,11 @@ std::vector<SaveMask> WithForwardPrefixes(const BlockAnalysis& block, Semantics 
   return UsefulMasks(block, semantics, std::move(widened));
 }
 
-// `offloaded` less what makes compute wait in `schedule` (lowered with it):
-// every unit (a
-// carried input, or an op's outputs) a backward step that waits reads
-// first, and the last unit to go to the host when the forward waits for
-// it. Kept on the device instead, those cost bytes but no time. Empty when
-// nothing waits or nothing would be left.
+// `offloaded` less what makes compute wait in `schedule` (lowered with
+// it): every unit (a carried input, or an op's outputs) a backward step
+// that waits reads first, and the last unit to go to the host when the
+// forward waits for it. Kept on the device instead, those cost bytes but no
+// time. Empty when nothing waits or nothing would be left.
 OffloadMask WithoutExposedUnits(const BlockAnalysis& block, const BlockSchedule& schedule,
                                 OffloadMask offloaded) {
   const BlockCopies& copies = schedule.offload;

@@ -1,5 +1,6 @@
 #include "sacplan/planner/make_plan.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -34,13 +35,15 @@ bool FitsWithHostBudget(const AnalyzedModel& model, const PlanRequest& request,
 // does (bisected to 1%); otherwise it is returned as it is.
 absl::Status NameTheHostBudgetThatFits(const AnalyzedModel& model, const PlanRequest& request,
                                        const absl::Status& infeasible) {
-  // Every tensor of every block on the host: more can never help.
-  int64_t most_bytes = 0;
+  // Each block may hold an equal share: with every block's share as large
+  // as the largest block's tensors, more can never help.
+  int64_t largest_block_bytes = 0;
   for (const BlockAnalysis& block : model.blocks) {
-    for (const TensorNode& tensor : block.tensors) most_bytes += tensor.bytes;
+    int64_t bytes = 0;
+    for (const TensorNode& tensor : block.tensors) bytes += tensor.bytes;
+    largest_block_bytes = std::max(largest_block_bytes, bytes);
   }
-  const int64_t unlimited =
-      most_bytes * static_cast<int64_t>(model.blocks.size()) + 1;
+  const int64_t unlimited = largest_block_bytes * static_cast<int64_t>(model.blocks.size());
   if (!FitsWithHostBudget(model, request, unlimited)) return infeasible;
   const int64_t given = request.host_budget_bytes >= 0 ? request.host_budget_bytes
                                                        : model.model->host_link.host_memory_bytes;
@@ -63,11 +66,7 @@ absl::StatusOr<SolverOptions> OffloadSolverOptions(const AnalyzedModel& model,
                                                    int64_t host_budget_bytes) {
   SolverOptions options{.semantics = semantics};
   if (host_budget_bytes == 0) return options;
-  if (!model.model->host_link.available()) {
-    return absl::InvalidArgumentError(
-        "offload needs a host link, and the profile's device has none (device.host_link); "
-        "plan without a host budget");
-  }
+  if (!model.model->host_link.available()) return HostLinkMissing();
   options.offload = true;
   options.host_budget_bytes = host_budget_bytes;
   return options;

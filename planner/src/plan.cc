@@ -125,11 +125,7 @@ std::string OffloadRefusal(const BlockAnalysis& analysis, const SaveMask& saved,
 absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
     const AnalyzedModel& model, const Plan& plan, const std::vector<SaveMask>& masks) {
   if (!PlanOffloads(plan)) return std::vector<OffloadMask>();
-  if (!model.model->host_link.available()) {
-    return absl::InvalidArgumentError(
-        "plan offloads to the host, but the profile's device has no host link "
-        "(device.host_link)");
-  }
+  if (!model.model->host_link.available()) return HostLinkMissing();
   std::vector<OffloadMask> offloaded(model.blocks.size());
   for (const BlockPlan& block : plan.blocks) {
     // MasksFromPlan has checked the index.

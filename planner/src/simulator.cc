@@ -38,8 +38,16 @@ absl::Status CheckMasks(const AnalyzedModel& model,
   return absl::OkStatus();
 }
 
-absl::Status CheckOffload(const AnalyzedModel& model,
-                          const std::vector<OffloadMask>& offloaded) {
+}  // namespace
+
+absl::Status HostLinkMissing() {
+  return absl::InvalidArgumentError(
+      "plan offloads to the host, but the profile's device has no host link "
+      "(device.host_link)");
+}
+
+absl::Status CheckOffloadMasks(const AnalyzedModel& model,
+                               const std::vector<OffloadMask>& offloaded) {
   if (offloaded.empty()) return absl::OkStatus();
   if (offloaded.size() != model.blocks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,15 +63,9 @@ absl::Status CheckOffload(const AnalyzedModel& model,
     }
     any = any || std::find(offloaded[b].begin(), offloaded[b].end(), true) != offloaded[b].end();
   }
-  if (any && !model.model->host_link.available()) {
-    return absl::InvalidArgumentError(
-        "plan offloads to the host, but the profile's device has no host link "
-        "(device.host_link)");
-  }
+  if (any && !model.model->host_link.available()) return HostLinkMissing();
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model) {
   RETURN_IF_ERROR(ValidateModel(model));
@@ -96,7 +98,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                                         Semantics semantics,
                                         const SimulateOptions& options) {
   RETURN_IF_ERROR(CheckMasks(model, masks));
-  RETURN_IF_ERROR(CheckOffload(model, offloaded));
+  RETURN_IF_ERROR(CheckOffloadMasks(model, offloaded));
   const FixedMemory& fixed = model.model->fixed;
   const int block_count = static_cast<int>(model.blocks.size());
   std::vector<BlockSchedule> schedules;

@@ -90,15 +90,16 @@ class PlanExecutor {
 
  private:
   struct Counters;
+  // `analyzed` is of model.graph(), or of `timed` when offloading.
   PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
                Semantics semantics, std::shared_ptr<const Model> timed,
-               std::vector<OffloadMask> offloaded);
+               AnalyzedModel analyzed, std::vector<OffloadMask> offloaded);
 
   const TorchModel& model_;
   std::vector<SaveMask> masks_;
   Semantics semantics_;
-  // The graph the schedules are lowered from: model.graph(), or the
-  // profile's timed one when offloading. Owned, as analyzed_ points into it.
+  // When offloading, the profile's timed graph the schedules are lowered
+  // from (analyzed_ points into it); null otherwise (model.graph()).
   std::shared_ptr<const Model> timed_;
   AnalyzedModel analyzed_;
   std::vector<BlockSchedule> schedules_;

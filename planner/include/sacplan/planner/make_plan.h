@@ -42,8 +42,8 @@ struct MadePlan {
 // request.host_budget_bytes when null) solves for the budget. Errors: InvalidArgument for an unknown preset or one the model
 // refuses; the solver's FailedPrecondition when no plan fits the budget.
 // The solver's options for `semantics` with offload up to
-// `host_budget_bytes` (PlanRequest's meaning); InvalidArgument when it is
-// not 0 and the model has no host link.
+// `host_budget_bytes` (PlanRequest's meaning); HostLinkMissing() when it
+// is not 0 and the model has no host link.
 absl::StatusOr<SolverOptions> OffloadSolverOptions(const AnalyzedModel& model,
                                                    Semantics semantics,
                                                    int64_t host_budget_bytes);

@@ -63,6 +63,14 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                                         const std::vector<SaveMask>& masks,
                                         Semantics semantics,
                                         const SimulateOptions& options = {});
+// Offload masks as SimulateStep takes them: none at all, or one per block,
+// each empty or one entry per tensor of the block; anything offloaded needs
+// the model's host link. InvalidArgument naming what is wrong otherwise.
+absl::Status CheckOffloadMasks(const AnalyzedModel& model,
+                               const std::vector<OffloadMask>& offloaded);
+// The one error for offloading against a device without a host link.
+absl::Status HostLinkMissing();
+
 // The same with offload: offloaded[b] is block b's OffloadMask (empty: none),
 // or `offloaded` is empty. Fails with InvalidArgument when a mask's length is
 // wrong, or when something is offloaded and the model has no host link. A
