@@ -44,6 +44,9 @@ void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule
     engine_free_ms = done_ms;
     int last_reader = node.consumers.empty() ? std::max(node.producer, 0) : node.consumers.back();
     if (semantics == Semantics::kTorchSac) last_reader = std::max(last_reader, node.held_until);
+    // In PyTorch the block's caller (and checkpoint's frame) holds the
+    // block's argument until the block returns.
+    if (semantics == Semantics::kTorchSac && node.carried_input) last_reader = last_step;
     copy.freed_after = last_step;
     for (int k = std::max(last_reader, copy.issued_after); k <= last_step; ++k) {
       if (step_end_ms[k] >= done_ms) {
@@ -66,8 +69,41 @@ double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
 // must also be done before the next one's latest start), and issued before
 // the step during which that moment falls. Then the steps run on a clock
 // that waits at a step for whatever it reads that has not arrived.
+// torch-sac, checkpointed: PyTorch brings back what was packed to the host
+// when the re-run reaches it, not when backward first reads it: the carried
+// inputs as the re-run starts (checkpoint unpacks the saved inputs to call
+// the block again), an op's output where the re-run passes its op
+// (sacplan_torch's recompute mode returns it in the op's place). Per
+// tensor, the backward step before which that happens; -1: the re-run never
+// reaches it, or nothing reads it (`first_read`, per tensor: the first
+// backward step reading it, -1 for none). Never after `first_read`: readers
+// come later in the re-run or in the backward after it.
+std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& schedule,
+                               const std::vector<int>& first_read) {
+  std::vector<int> arrival(block.tensors.size(), -1);
+  const int steps = static_cast<int>(schedule.backward.size());
+  // The re-run starts after the backward of the ops after its stop.
+  const int start = block.op_count() - 1 - block.last_saving_op;
+  for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
+    const TensorNode& node = block.tensors[t];
+    if (first_read[t] < 0) continue;  // as in sacplan: nothing reads it
+    if (node.carried_input) {
+      arrival[t] = start;
+      continue;
+    }
+    if (node.producer < 0 || !TorchSacRerunReaches(block, node.producer)) continue;
+    int s = start;
+    while (s < steps && schedule.backward[s].kind == StepKind::kRecompute &&
+           schedule.backward[s].op < node.producer) {
+      ++s;
+    }
+    arrival[t] = s;
+  }
+  return arrival;
+}
+
 void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
-                        BlockCopies& copies) {
+                        bool rerun_unpacks, BlockCopies& copies) {
   const int steps = static_cast<int>(schedule.backward.size());
   std::vector<double> step_start_ms(steps + 1, 0);
   for (int s = 0; s < steps; ++s) {
@@ -78,15 +114,27 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
     for (int t : StepReads(block, schedule.backward[s])) first_read[t] = s;
   }
   std::vector<OffloadCopy*> prefetched;
-  for (OffloadCopy& copy : copies.copies) {
-    if (first_read[copy.tensor] >= 0) prefetched.push_back(&copy);
+  if (rerun_unpacks) {
+    const std::vector<int> arrival = RerunArrivals(block, schedule, first_read);
+    for (OffloadCopy& copy : copies.copies) {
+      copy.prefetch_before = arrival[copy.tensor];
+      if (copy.prefetch_before >= 0) prefetched.push_back(&copy);
+    }
+    std::stable_sort(prefetched.begin(), prefetched.end(),
+                     [](const OffloadCopy* a, const OffloadCopy* b) {
+                       return a->prefetch_before < b->prefetch_before;
+                     });
+  } else {
+    for (OffloadCopy& copy : copies.copies) {
+      if (first_read[copy.tensor] >= 0) prefetched.push_back(&copy);
+    }
+    std::stable_sort(prefetched.begin(), prefetched.end(),
+                     [&](const OffloadCopy* a, const OffloadCopy* b) {
+                       return first_read[a->tensor] < first_read[b->tensor];
+                     });
   }
-  std::stable_sort(prefetched.begin(), prefetched.end(),
-                   [&](const OffloadCopy* a, const OffloadCopy* b) {
-                     return first_read[a->tensor] < first_read[b->tensor];
-                   });
   double next_start_ms = std::numeric_limits<double>::infinity();
-  for (auto it = prefetched.rbegin(); it != prefetched.rend(); ++it) {
+  for (auto it = prefetched.rbegin(); !rerun_unpacks && it != prefetched.rend(); ++it) {
     OffloadCopy& copy = **it;
     const double arrive_ms = std::min(step_start_ms[first_read[copy.tensor]], next_start_ms);
     const double start_ms = arrive_ms - copy.h2d_ms;
@@ -103,16 +151,41 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   double engine_free_ms = 0;
   size_t next = 0;
   for (int s = 0; s < steps; ++s) {
+    double ready_ms = clock_ms;
     for (; next < prefetched.size() && prefetched[next]->prefetch_before == s; ++next) {
       engine_free_ms = std::max(engine_free_ms, clock_ms) + prefetched[next]->h2d_ms;
       arrives_ms[prefetched[next]->tensor] = engine_free_ms;
+      // Unpacked in the re-run's place, the copy is waited for there.
+      if (rerun_unpacks) ready_ms = engine_free_ms;
     }
-    double ready_ms = clock_ms;
     for (int t : StepReads(block, schedule.backward[s])) {
-      if (first_read[t] == s) ready_ms = std::max(ready_ms, arrives_ms[t]);
+      if (!rerun_unpacks && first_read[t] == s) ready_ms = std::max(ready_ms, arrives_ms[t]);
     }
     copies.backward_wait_ms[s] = ready_ms - clock_ms;
     clock_ms = ready_ms + StepMs(block, schedule.backward[s]);
+  }
+}
+
+// torch-sac, checkpointed: a carried input brought back for the re-run is
+// held by the backward steps that read it, not by the checkpoint's frame
+// (which holds its host copy): it is freed after its last reader (or its
+// arrival).
+void FreeCarriedAfterLastRead(const BlockAnalysis& block, BlockSchedule& schedule) {
+  for (const OffloadCopy& copy : schedule.offload.copies) {
+    if (!block.tensors[copy.tensor].carried_input || copy.prefetch_before < 0) continue;
+    int last_read = copy.prefetch_before;
+    for (int s = 0; s < static_cast<int>(schedule.backward.size()); ++s) {
+      const std::vector<int>& reads = StepReads(block, schedule.backward[s]);
+      if (std::find(reads.begin(), reads.end(), copy.tensor) != reads.end()) {
+        last_read = std::max(last_read, s);
+      }
+    }
+    auto drop = [&](std::vector<int>& frees) {
+      frees.erase(std::remove(frees.begin(), frees.end(), copy.tensor), frees.end());
+    };
+    drop(schedule.free_at_backward_start);
+    for (ScheduleStep& step : schedule.backward) drop(step.free_after);
+    schedule.backward[last_read].free_after.push_back(copy.tensor);
   }
 }
 
@@ -154,7 +227,10 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                      return block.tensors[a.tensor].producer < block.tensors[b.tensor].producer;
                    });
   TimeForwardCopies(block, schedule, semantics, copies);
-  TimeBackwardCopies(block, schedule, copies);
+  const bool rerun_unpacks = semantics == Semantics::kTorchSac && !EveryOpSaved(block, saved) &&
+                             block.last_saving_op >= 0;
+  TimeBackwardCopies(block, schedule, rerun_unpacks, copies);
+  if (rerun_unpacks) FreeCarriedAfterLastRead(block, schedule);
   copies.exposed_ms = copies.forward_wait_ms;
   for (double wait : copies.backward_wait_ms) copies.exposed_ms += wait;
   return schedule;

@@ -89,6 +89,61 @@ TEST(OffloadEvaluateTest, AnOffloadedInputArrivesBeforeTheRecomputeReadsIt) {
   EXPECT_EQ(cost.host_bytes, 200);
 }
 
+// torch-sac brings an offloaded tensor back where the checkpoint's re-run
+// reaches it, not at its first backward reader. x -> a (saved, offloaded;
+// needs x) and b (needs x) -> b2 (needs b.out), both recomputed -> c =
+// a.out * b2.out (needs both) -> d = x + c.out. torch-sac's backward: d,
+// the re-run (b, b2), c, b2, b, a; a.out comes back before the recompute of
+// b. sacplan's: d, b, b2, c, ...; a.out comes back as late as it can, before
+// b2. x, offloaded instead, comes back as the re-run starts and goes after
+// a's backward, its last reader.
+TEST(OffloadScheduleTest, TorchSacUnpacksWhereTheRerunReachesATensor) {
+  Block spec;
+  spec.inputs.push_back({testing::Tensor("x", 200), InputKind::kCarried});
+  spec.ops.push_back(testing::MakeOp("a", "linear", {"x"}, {testing::Tensor("a.out", 400)},
+                                     {"x"}, 1.0, 1.0));
+  spec.ops.push_back(testing::MakeOp("b", "linear", {"x"}, {testing::Tensor("b.out", 400)},
+                                     {"x"}, 2.0, 2.0));
+  spec.ops.push_back(testing::MakeOp("b2", "gelu", {"b.out"}, {testing::Tensor("b2.out", 400)},
+                                     {"b.out"}, 1.0, 1.0));
+  spec.ops.push_back(testing::MakeOp("c", "mul", {"a.out", "b2.out"},
+                                     {testing::Tensor("c.out", 400)}, {"a.out", "b2.out"},
+                                     1.0, 1.0));
+  spec.ops.push_back(testing::MakeOp("d", "add", {"x", "c.out"},
+                                     {testing::Tensor("d.out", 200)}, {}, 0.5, 0.5));
+  spec.outputs = {"d.out"};
+  const BlockAnalysis block = *AnalyzeBlock(spec);
+  const SaveMask save_a{true, false, false, false, false};
+  const OffloadMask a_out{false, true, false, false, false, false, false};
+  const OffloadMask input{true, false, false, false, false, false, false};
+  // Over an instant link nothing waits; only where the copy lands moves.
+  constexpr HostLink kInstant{1e9, 1e9, 1 << 20};
+  const BlockSchedule torch_sac =
+      LowerBlock(block, save_a, Semantics::kTorchSac, a_out, kInstant);
+  ASSERT_EQ(torch_sac.backward.size(), 7u);
+  EXPECT_EQ(torch_sac.backward[1].kind, StepKind::kRecompute);
+  ASSERT_EQ(torch_sac.offload.copies.size(), 1u);
+  EXPECT_EQ(torch_sac.offload.copies[0].prefetch_before, 1);
+  const BlockSchedule sacplan = LowerBlock(block, save_a, Semantics::kSacplan, a_out, kInstant);
+  ASSERT_EQ(sacplan.offload.copies.size(), 1u);
+  EXPECT_EQ(sacplan.offload.copies[0].prefetch_before, 2);
+  EXPECT_EQ(sacplan.backward[2].kind, StepKind::kRecompute);
+
+  const BlockSchedule moved_input =
+      LowerBlock(block, save_a, Semantics::kTorchSac, input, kInstant);
+  ASSERT_EQ(moved_input.offload.copies.size(), 1u);
+  EXPECT_EQ(moved_input.offload.copies[0].prefetch_before, 1);
+  // The caller holds x until the block returns: freed after d.
+  EXPECT_EQ(moved_input.offload.copies[0].freed_after, 4);
+  EXPECT_EQ(moved_input.backward[6].free_after, std::vector<int>{0});
+  // Unpacked on the compute stream: the re-run waits for the copy there
+  // (200 B back at 0.0004 GB/s: 0.5 ms).
+  const BlockSchedule slow = LowerBlock(block, save_a, Semantics::kTorchSac, input, kLink);
+  ASSERT_EQ(slow.offload.backward_wait_ms.size(), 7u);
+  EXPECT_DOUBLE_EQ(slow.offload.backward_wait_ms[1], 0.5);
+  EXPECT_DOUBLE_EQ(slow.offload.exposed_ms, slow.offload.forward_wait_ms + 0.5);
+}
+
 TEST(OffloadStepTest, TwoBlocksByHand) {
   Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
   model.host_link = kLink;
