@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import warnings
@@ -18,6 +19,7 @@ from .blocks import BlockSpec, eager_block, find_blocks
 from .compiled import BlockNamer
 from .errors import SacplanError, one_line
 from .naming import is_collective, is_named, is_random, split_op_id
+from .offload import HostPool, _Pending, checkpoint_contexts, input_offload, plain_offload
 from .plan_doc import PlanLike, check_input_matches, check_plan_matches, load_plan
 
 _APPLIED = "_sacplan_applied_forward"
@@ -25,12 +27,15 @@ _APPLIED = "_sacplan_applied_forward"
 
 class AppliedPlan:
     """Handle returned by apply_plan. `remove()` restores the blocks.
-    `profile` (set by auto_checkpoint) gives explain() its bytes and times."""
+    `profile` (set by auto_checkpoint) gives explain() its bytes and times.
+    `host` (HostPool): the host memory the plan's offloaded activations
+    hold, `host.live_bytes` now and `host.peak_bytes` at most."""
 
     def __init__(self, plan: Dict[str, Any], blocks: List[Tuple[str, nn.Module]]):
         self.plan = plan
         self.blocks = blocks
         self.profile: Optional[Dict[str, Any]] = None
+        self.host = HostPool()
         self._undo = []
 
     def remove(self) -> None:
@@ -53,8 +58,8 @@ def _trace_enabled() -> bool:
     return os.environ.get("SACPLAN_TRACE", "") not in ("", "0")
 
 
-def _check_modules_exist(index: int, block: nn.Module, save: List[str]) -> None:
-    for op_id in save:
+def _check_modules_exist(index: int, block: nn.Module, field: str, op_ids: List[str]) -> None:
+    for op_id in op_ids:
         path, _, _ = split_op_id(op_id)
         if not path:
             continue
@@ -62,8 +67,25 @@ def _check_modules_exist(index: int, block: nn.Module, save: List[str]) -> None:
             block.get_submodule(path)
         except AttributeError:
             raise SacplanError(
-                f"plan: blocks[{index}].save names op '{op_id}', but the block has "
+                f"plan: blocks[{index}].{field} names op '{op_id}', but the block has "
                 f"no submodule '{path}'") from None
+
+
+def _split_offload(index: int, block: nn.Module, offload: List[str]) -> Tuple[Set[str], Set[str]]:
+    """(input names, op ids) of a block's offload list: an id naming an
+    argument of the block's forward is a carried input."""
+    params = inspect.signature(block.forward).parameters
+    inputs = {name for name in offload if name in params}
+    ops = set(offload) - inputs
+    _check_modules_exist(index, block, "offload", sorted(ops))
+    return inputs, ops
+
+
+def _bound_inputs(forward, names: Set[str], args, kwargs) -> List[torch.Tensor]:
+    if not names:
+        return []
+    bound = inspect.signature(forward).bind(*args, **kwargs).arguments
+    return [bound[name] for name in sorted(names) if isinstance(bound.get(name), torch.Tensor)]
 
 
 def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
@@ -87,8 +109,10 @@ def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
                 "first saved one on, or none")
 
 
-def _check_all_ran(index: int, save: Set[str], named: Set[str], seen: Set[str]) -> None:
-    for field, ids in (("save", save), ("recompute", named - save)):
+def _check_all_ran(index: int, save: Set[str], named: Set[str], seen: Set[str],
+                   offload: Set[str] = frozenset()) -> None:
+    for field, ids in (("save", save), ("offload", offload),
+                       ("recompute", named - save - offload)):
         missing = sorted(ids - seen)
         if missing:
             raise SacplanError(
@@ -124,9 +148,11 @@ def _traced_contexts(policy, namer: BlockNamer):
 
 
 def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str],
-                named: Set[str]) -> None:
+                named: Set[str], checkpointed: bool, offload_inputs: Set[str],
+                offload_ops: Set[str]) -> None:
     """`named`: every op id the plan names for the block (its profile's ops:
-    save and recompute), each of which the block must run."""
+    save and recompute), each of which the block must run. A block not
+    `checkpointed` runs plainly, offloading what the plan says."""
     namer = BlockNamer(block)
     # Bound here, not in the traced forward: dynamo would turn the block
     # index into a symbolic int when the next block recompiles the forward.
@@ -135,6 +161,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
     seen: Set[str] = set()
     draws: List[Tuple[str, bool]] = []
     state = {"checked": False}
+    pending = _Pending()
 
     trace = _trace_enabled()
     traced: Set[Tuple[str, bool]] = set()
@@ -143,26 +170,48 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
         if not is_named(func):
             return CheckpointPolicy.PREFER_RECOMPUTE
         op_id = namer.traced_name(func) if namer.tracing else namer.name(func)
-        saved = op_id in save or is_collective(func)
+        # An offloaded op is in `save` too (docs/plan_format.md).
+        offloaded = op_id in offload_ops and not is_collective(func)
+        saved = not offloaded and (op_id in save or is_collective(func))
         if not ctx.is_recompute and not namer.tracing:
             seen.add(op_id)
             if not state["checked"] and is_random(func, args, kwargs):
-                draws.append((op_id, saved))
+                # An offloaded call draws nothing in the re-run either.
+                draws.append((op_id, saved or offloaded))
         if trace and (op_id, ctx.is_recompute) not in traced:
             # SACPLAN_TRACE: once per op id and pass, for the trainer's log.
             traced.add((op_id, ctx.is_recompute))
+            decision = "save" if saved else "offload" if offloaded else "recompute"
             print(f"sacplan: block {index} {'recompute' if ctx.is_recompute else 'forward'} "
-                  f"{one_line(op_id)}: {'save' if saved else 'recompute'}", file=sys.stderr,
-                  flush=True)
+                  f"{one_line(op_id)}: {decision}", file=sys.stderr, flush=True)
+        if offloaded:
+            # The mode under the checkpoint's copies it out, and gives the
+            # copy back in the re-run (sacplan_torch.offload).
+            pending.set(func, op_id)
         return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+    def contexts():
+        sac = create_selective_checkpoint_contexts(policy)
+        if not offload_ops:
+            return sac
+        return checkpoint_contexts(sac, pending, applied.host)
 
     def run(*args, **kwargs):
         if not torch.compiler.is_compiling():
             namer.reset()
         return original(*args, **kwargs)
 
+    def plain(*args, **kwargs):
+        inputs = _bound_inputs(original, offload_inputs, args, kwargs)
+        with plain_offload(namer.name, offload_ops, inputs, applied.host, seen):
+            return run(*args, **kwargs)
+
     def forward(*args, **kwargs):
         if torch.compiler.is_compiling():
+            if offload_inputs or offload_ops:
+                raise SacplanError(
+                    f"plan: blocks[{index}] offloads to the host, which apply_plan does not "
+                    "do in a compiled block yet: plan without offload (host budget 0)")
             # The eager checks below would run at dynamo's trace, before any
             # call is named; the op ids are checked when AOTAutograd has
             # traced the block (_traced_contexts).
@@ -173,16 +222,19 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             check_input_matches(applied.plan, original, args, kwargs)
         if not torch.is_grad_enabled():
             return original(*args, **kwargs)
-        out = checkpoint(run, *args, use_reentrant=False,
-                         context_fn=functools.partial(create_selective_checkpoint_contexts, policy),
-                         **kwargs)
+        if not checkpointed:
+            out = plain(*args, **kwargs)
+        else:
+            inputs = _bound_inputs(original, offload_inputs, args, kwargs)
+            with input_offload(inputs, applied.host):
+                out = checkpoint(run, *args, use_reentrant=False, context_fn=contexts, **kwargs)
         if not state["checked"]:
             forward_draws = list(draws)
             draws.clear()
             _check_random_replay(index, forward_draws)
             # Stays unchecked when one is missing: every later forward
             # refuses too. A plan for another model names other ops.
-            _check_all_ran(index, save, named, seen)
+            _check_all_ran(index, save, named, seen, offload_ops)
             state["checked"] = True
         return out
 
@@ -208,6 +260,14 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     (`_c10d_functional`), `PREFER_RECOMPUTE` for every other call. Blocks
     with `checkpoint: false` are left as they are. The blocks are changed in
     place (their `forward`), so apply before or after FSDP2's `fully_shard`.
+
+    What a block's `offload` list names (schema /2) is kept in host memory
+    instead (sacplan_torch.offload, docs/python.md "Offload"): an op's
+    outputs are copied out as the op returns and given back in the
+    checkpoint's re-run in the op's place, a carried input (an argument of
+    the block's forward) when checkpoint or autograd saves it; in a block
+    with `checkpoint: false`, through autograd's saved-tensor hooks. The
+    handle's `host` counts the host bytes. Not in compiled blocks.
 
     Raises SacplanError for a plan made for another model (block count,
     block type, parameter counts, `model_name`), an op id naming a submodule
@@ -244,16 +304,22 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
             + "; PyTorch's selective checkpointing is 'torch-sac' (sacplan plan "
             "--semantics torch-sac), so its predicted peak and step time will not hold",
             stacklevel=2)
+    offloads = []
     for index, (name, block) in enumerate(found):
         if getattr(block, _APPLIED, False):
             raise SacplanError(f"blocks[{index}] ({name}): a plan is already applied")
-        _check_modules_exist(index, block, plan["blocks"][index]["save"])
+        entry = plan["blocks"][index]
+        _check_modules_exist(index, block, "save", entry["save"])
+        offloads.append(_split_offload(index, block, entry.get("offload", [])))
     applied = AppliedPlan(plan, found)
     for index, (name, block) in enumerate(found):
         entry = plan["blocks"][index]
-        if entry.get("checkpoint", True):
+        offload_inputs, offload_ops = offloads[index]
+        checkpointed = entry.get("checkpoint", True)
+        if checkpointed or offload_inputs or offload_ops:
             _wrap_block(applied, index, block, set(entry["save"]),
-                        set(entry["save"]) | set(entry.get("recompute", [])))
+                        set(entry["save"]) | set(entry.get("recompute", [])), checkpointed,
+                        offload_inputs, offload_ops)
     _APPLIED_TO[model] = applied
     applied._undo.insert(0, functools.partial(_APPLIED_TO.pop, model, None))
     return applied

@@ -26,11 +26,12 @@ below runs the passes.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
@@ -66,15 +67,59 @@ def _workspace(log: AllocationLog, block: int, op_id: str) -> Tuple[int, int]:
     return forward, backward
 
 
-def _device_info(device: torch.device) -> dict:
+def _host_memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _checked_host_link(link: Mapping[str, float]) -> dict:
+    if not isinstance(link, Mapping):
+        raise SacplanError(f"host_link: expected a dict, not {type(link).__name__}")
+    unknown = sorted(set(link) - {"d2h_gbps", "h2d_gbps", "host_memory_bytes"})
+    if unknown:
+        raise SacplanError(f"host_link: unknown key '{unknown[0]}' (d2h_gbps, h2d_gbps, "
+                           "host_memory_bytes)")
+    out = {}
+    for key in ("d2h_gbps", "h2d_gbps", "host_memory_bytes"):
+        value = link.get(key, 0 if key == "host_memory_bytes" else None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or value < 0 or (value == 0 and key != "host_memory_bytes"):
+            raise SacplanError(f"host_link.{key}: expected a positive number, not {value!r}")
+        out[key] = int(value) if key == "host_memory_bytes" else float(value)
+    return out
+
+
+def _measured_host_link(device: torch.device) -> dict:
+    """One pinned copy of 256 MiB each way, after one to warm up: the rate
+    of a copy engine, which is what the simulator queues copies at."""
+    nbytes = 256 << 20
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    rates = {}
+    for key, dst, src in (("d2h_gbps", host, on_device), ("h2d_gbps", on_device, host)):
+        dst.copy_(src, non_blocking=True)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        rates[key] = round(nbytes / (start.elapsed_time(end) * 1e6), 3)
+    rates["host_memory_bytes"] = _host_memory_bytes() // max(torch.cuda.device_count(), 1)
+    return rates
+
+
+def _device_info(device: torch.device, host_link: Optional[Mapping[str, float]]) -> dict:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return {"name": props.name, "memory_bytes": int(props.total_memory)}
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        memory = 0
-    return {"name": "cpu", "memory_bytes": int(memory)}
+        info = {"name": props.name, "memory_bytes": int(props.total_memory),
+                "host_link": _measured_host_link(device)}
+    else:
+        info = {"name": "cpu", "memory_bytes": _host_memory_bytes()}
+    if host_link is not None:
+        info["host_link"] = host_link
+    return info
 
 
 def _fsdp_fields(block: nn.Module, name: str, world_size: int,
@@ -308,7 +353,8 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
 def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
             optimizer: Optional[torch.optim.Optimizer] = None, path: Optional[str] = None,
             name: Optional[str] = None, warmup: int = 1, repeats: int = 3,
-            progress: bool = False, sp: int = 1) -> dict:
+            progress: bool = False, sp: int = 1,
+            host_link: Optional[Mapping[str, float]] = None) -> dict:
     """Runs real training steps of `model` and returns (and with `path`,
     writes atomically) a `sacplan.profile/1` document for it.
 
@@ -328,6 +374,12 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       it makes (code_holds.py).
     sp: the sequence-parallel degree the blocks run at (their all-to-alls
       are ops of the block, captured like any other call).
+    host_link: the device's link to host memory, over which a plan may
+      offload (`device.host_link`, docs/profile_format.md): `d2h_gbps` and
+      `h2d_gbps` (GB/s each way) and optionally `host_memory_bytes`. On a
+      GPU it is measured when not given (pinned copies of 256 MiB, and
+      the node's RAM shared by its GPUs); on CPU there is none unless
+      given.
     The model trains for warmup + 2 + 4 * repeats steps: the last 2 * repeats
     with every block checkpointed, to time what selective checkpointing
     costs per op (rerun_timing.py). Gradients are set to
@@ -341,6 +393,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     "fsdp" object (buffer sizes, measured all-gather and reduce-scatter
     times). See docs/python.md, "Many ranks".
     """
+    host_link = None if host_link is None else _checked_host_link(host_link)
     found = find_blocks(model, blocks)
     parallel = distributed.parallel_info(found, sp)
     if not any(p.requires_grad for p in model.parameters()):
@@ -390,7 +443,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     doc = {
         "schema": PROFILE_SCHEMA,
         "source": "pytorch",
-        "device": _device_info(s.device),
+        "device": _device_info(s.device, host_link),
         "model": {"name": config["name"], "config": config},
         "fixed": _fixed(s, rec, records, phase, fsdp),
         "blocks": [r.to_json() for r in records],

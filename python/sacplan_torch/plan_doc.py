@@ -66,10 +66,9 @@ def load_plan(source: PlanLike) -> Dict[str, Any]:
             raise SacplanError(f"plan: blocks[{i}].recompute must be a list of op ids")
         if not isinstance(block.get("checkpoint", True), bool):
             raise SacplanError(f"plan: blocks[{i}].checkpoint must be true or false")
-        if block.get("offload"):
-            raise SacplanError(
-                f"plan: block {block['index']} offloads to the host, which apply_plan "
-                "does not do yet: make the plan without offload")
+        offload = block.get("offload", [])
+        if not isinstance(offload, list) or not all(isinstance(s, str) for s in offload):
+            raise SacplanError(f"plan: blocks[{i}].offload must be a list of ids")
     config = plan.get("model_config", {})
     if not isinstance(config, dict):
         raise SacplanError("plan: model_config must be an object")

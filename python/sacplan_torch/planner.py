@@ -56,6 +56,11 @@ def _budget_text(budget, what: str = "budget") -> str:
     return str(budget)
 
 
+def _host_budget_text(host_budget) -> str:
+    """0 (no offload), "auto" (the profile's host memory), bytes or "200GB"."""
+    return _budget_text(host_budget, "host_budget")
+
+
 def _call(function, *args):
     try:
         return function(*args)
@@ -72,21 +77,26 @@ def _written(text: str, path: Optional[str]) -> str:
 
 def plan(profile: Document, *, budget: Union[int, str, None] = None,
          preset: Optional[str] = None, semantics: str = "torch-sac",
-         budget_kind: str = "allocated", path=None) -> Dict[str, Any]:
+         budget_kind: str = "allocated", host_budget: Union[int, str] = 0,
+         path=None) -> Dict[str, Any]:
     """`sacplan plan`: the fastest plan whose simulated peak fits `budget`
     (bytes, or "70GB", "29GiB"), or a fixed policy (`preset`: none, full,
     attn_only, ...). Returns the plan document; with `path`, also writes it
     there, byte for byte what `sacplan plan -o` writes. An unmeetable budget
-    raises SacplanError naming the smallest feasible one."""
+    raises SacplanError naming the smallest feasible one. `host_budget`
+    (`--host-budget`): the host memory offloaded activations may take, 0
+    for none, "auto" for the profile's `device.host_link.host_memory_bytes`;
+    the profile needs a host link (capture's `host_link`)."""
     if not isinstance(semantics, str) or not isinstance(budget_kind, str):
         raise SacplanError("semantics and budget_kind: expected strings")
     if preset is not None and not isinstance(preset, str):
         raise SacplanError(f"preset: expected a name, not {type(preset).__name__}")
     budget_text = "" if budget is None else _budget_text(budget)
+    host_text = _host_budget_text(host_budget)
     path = check_output_path(path) if path is not None else None
     name = path if path is not None else "plan"
     text, _summary = _call(_planner().plan, _source(profile, "profile"), budget_text,
-                           budget_kind, preset or "", semantics, name)
+                           budget_kind, preset or "", semantics, host_text, name)
     return json.loads(_written(text, path))
 
 
@@ -118,17 +128,18 @@ def check_plan(profile: Document, plan_doc: Document) -> None:
 
 
 def compare(profile: Document, budget: Union[int, str], *,
-            semantics: str = "torch-sac") -> str:
+            semantics: str = "torch-sac", host_budget: Union[int, str] = 0) -> str:
     """`sacplan compare`: the table of every preset and the optimal plan at
-    `budget`, as the command prints it."""
+    `budget`, as the command prints it; with a `host_budget`, also the
+    optimal plan with offload."""
     if not isinstance(semantics, str):
         raise SacplanError("semantics: expected a string")
     return _call(_planner().compare, _source(profile, "profile"), _budget_text(budget),
-                 semantics)
+                 semantics, _host_budget_text(host_budget))
 
 
 def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac",
-             path=None) -> Dict[str, Any]:
+             host_budget: Union[int, str] = 0, path=None) -> Dict[str, Any]:
     """`sacplan frontier`: the optimal plans from the smallest feasible peak
     to the fastest step, and the presets beside them (schema
     sacplan.frontier/1). With `path`, also writes frontier.json there."""
@@ -138,6 +149,8 @@ def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac
         raise SacplanError(f"points {points}: must be between 2 and 1000")
     if not isinstance(semantics, str):
         raise SacplanError("semantics: expected a string")
+    host_text = _host_budget_text(host_budget)
     path = check_output_path(path) if path is not None else None
-    text, _summary = _call(_planner().frontier, _source(profile, "profile"), points, semantics)
+    text, _summary = _call(_planner().frontier, _source(profile, "profile"), points, semantics,
+                           host_text)
     return json.loads(_written(text, path))

@@ -58,6 +58,7 @@ std::pair<std::string, std::string> MakePlan(const Source& profile, const std::s
                                              const std::string& budget_kind,
                                              const std::string& preset,
                                              const std::string& semantics,
+                                             const std::string& host_budget,
                                              const std::string& output_name) {
   if (budget.empty() && preset.empty()) {
     throw PlannerError("give budget (the fastest plan that fits) or preset");
@@ -67,6 +68,7 @@ std::pair<std::string, std::string> MakePlan(const Source& profile, const std::s
   request.semantics = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
   request.budget_kind = OrRaise(ParseBudgetKind(budget_kind));
   request.preset = preset;
+  request.host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
   const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
   request.model_name = loaded->profile->model_name;
   request.model_config = loaded->profile->model_config;
@@ -90,21 +92,25 @@ void ReadPlan(const Source& plan) { LoadPlan(plan); }
 
 // `sacplan compare`'s table.
 std::string Compare(const Source& profile, const std::string& budget,
-                    const std::string& semantics) {
+                    const std::string& semantics, const std::string& host_budget) {
   const int64_t budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
   const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
+  const int64_t host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
   const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  return OrRaise(api::CompareText(*loaded, budget_bytes, chosen));
+  return OrRaise(api::CompareText(*loaded, budget_bytes, chosen, host_budget_bytes));
 }
 
 // (frontier.json text, summary): `sacplan frontier`.
 std::pair<std::string, std::string> Frontier(const Source& profile, int points,
-                                             const std::string& semantics) {
+                                             const std::string& semantics,
+                                             const std::string& host_budget) {
   absl::Status valid = api::CheckFrontierPoints(points, "points");
   if (!valid.ok()) throw PlannerError(std::string(valid.message()));
   const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
+  const int64_t host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
   const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  api::FrontierOutput out = OrRaise(api::FrontierText(*loaded, points, chosen));
+  api::FrontierOutput out =
+      OrRaise(api::FrontierText(*loaded, points, chosen, host_budget_bytes));
   return {std::move(out.frontier_json), std::move(out.summary)};
 }
 
@@ -120,12 +126,13 @@ NB_MODULE(_planner, m) {
            nb::arg("is_path"), nb::arg("name"));
   const auto release = nb::call_guard<nb::gil_scoped_release>();
   m.def("plan", &MakePlan, nb::arg("profile"), nb::arg("budget"), nb::arg("budget_kind"),
-        nb::arg("preset"), nb::arg("semantics"), nb::arg("output_name"), release);
+        nb::arg("preset"), nb::arg("semantics"), nb::arg("host_budget"), nb::arg("output_name"),
+        release);
   m.def("read_plan", &ReadPlan, nb::arg("plan"), release);
   m.def("simulate", &Simulate, nb::arg("profile"), nb::arg("plan"),
         nb::arg("semantics").none(), release);
   m.def("compare", &Compare, nb::arg("profile"), nb::arg("budget"), nb::arg("semantics"),
-        release);
+        nb::arg("host_budget"), release);
   m.def("frontier", &Frontier, nb::arg("profile"), nb::arg("points"), nb::arg("semantics"),
-        release);
+        nb::arg("host_budget"), release);
 }

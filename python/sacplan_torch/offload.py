@@ -1,0 +1,299 @@
+"""Offloading a block's kept activations to host memory, as a plan says.
+
+Three ways in, one per place PyTorch keeps an activation for backward
+(docs/python.md, "Offload"):
+
+- An op's output in a checkpointed block. Selective checkpointing keeps
+  what its policy saves in its own cache, which `saved_tensors_hooks` never
+  sees (pytorch #190581). So the policy recomputes an offloaded op instead,
+  and two dispatch modes under checkpoint's own take its place: in the
+  forward, `_CopyOutputs` copies the op's outputs to the host as the op
+  returns; in the re-run, `_ReturnCopies` gives the copies back instead of
+  running the op again. Nothing is recomputed for it, and no random number
+  is drawn again.
+- A block's input (a carried stream). Non-reentrant checkpoint saves its
+  inputs through the saved-tensor hooks active around it, so `pack_inputs`
+  there packs the ones the plan offloads, and checkpoint unpacks them for
+  its re-run.
+- Anything of a block that is not checkpointed (it saves every op): plain
+  autograd saves through `saved_tensors_hooks`, so `_MarkOutputs` notes the
+  offloaded ops' outputs and the hooks pack those (and offloaded inputs).
+  Tensors saved twice are copied once.
+
+On CPU the host copies live in NumPy buffers, outside PyTorch's CPU
+allocator, so measure_peak's allocation record (the "device") does not see
+them; on CUDA in pinned memory, copied out on a side stream, and back on
+the compute stream, which waits for them there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from .errors import SacplanError
+from .naming import is_named
+from .storage import storage_key, tensors_of
+
+
+class HostPool:
+    """Host memory an applied plan holds: `live_bytes` now, `peak_bytes` the
+    most at once since `reset_peak()`."""
+
+    def __init__(self) -> None:
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._streams: Dict[torch.device, Any] = {}
+
+    def reset_peak(self) -> None:
+        self.peak_bytes = self.live_bytes
+
+    def _hold(self, owner: Any, nbytes: int) -> None:
+        self.live_bytes += nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        weakref.finalize(owner, self._release, nbytes)
+
+    def _release(self, nbytes: int) -> None:
+        self.live_bytes -= nbytes
+
+    def _copy_stream(self, device: torch.device):
+        if device not in self._streams:
+            self._streams[device] = torch.cuda.Stream(device)
+        return self._streams[device]
+
+    def store(self, t: torch.Tensor) -> "HostCopy":
+        """Copies `t` to the host. The copy does not refer to `t`."""
+        t = t.detach()
+        nbytes = t.numel() * t.element_size()
+        if t.device.type == "cuda":
+            host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            self._hold(host, nbytes)
+            stream = self._copy_stream(t.device)
+            stream.wait_stream(torch.cuda.current_stream(t.device))
+            with torch.cuda.stream(stream):
+                host.copy_(t, non_blocking=True)
+            # The device buffer may go back to the allocator before the copy
+            # ends: keep it from being reused until then.
+            t.record_stream(stream)
+            done = torch.cuda.Event()
+            done.record(stream)
+            return HostCopy(host, t, done)
+        import numpy
+
+        buffer = numpy.empty(nbytes, dtype=numpy.uint8)
+        self._hold(buffer, nbytes)
+        host = torch.from_numpy(buffer).view(t.dtype).view(t.shape)
+        host.copy_(t)
+        return HostCopy(host, t, None)
+
+
+class HostCopy:
+    """A tensor's host copy, and what it takes to rebuild it on its device."""
+
+    __slots__ = ("host", "shape", "stride", "device", "done", "__weakref__")
+
+    def __init__(self, host: torch.Tensor, original: torch.Tensor, done) -> None:
+        self.host = host
+        self.shape = original.shape
+        self.stride = original.stride()
+        self.device = original.device
+        self.done = done
+
+    def to_device(self) -> torch.Tensor:
+        out = torch.empty_strided(self.shape, self.stride, dtype=self.host.dtype,
+                                  device=self.device)
+        if self.done is not None:
+            torch.cuda.current_stream(self.device).wait_event(self.done)
+        out.copy_(self.host, non_blocking=True)
+        return out
+
+
+class _Pending:
+    """The call the policy just chose to offload, for the mode under the
+    selective checkpoint's to claim: that mode runs each call right after
+    the policy has seen it."""
+
+    def __init__(self) -> None:
+        self.func = None
+        self.op_id: Optional[str] = None
+
+    def set(self, func, op_id: str) -> None:
+        self.func, self.op_id = func, op_id
+
+    def claim(self, func) -> Optional[str]:
+        if self.func is not func:
+            return None
+        op_id = self.op_id
+        self.func, self.op_id = None, None
+        return op_id
+
+
+def _check_copyable(op_id: str, func) -> None:
+    if any(ret.alias_info is not None for ret in func._schema.returns):
+        raise SacplanError(
+            f"plan: offload names op '{op_id}' ({func}), whose output is a view of or "
+            "writes to its input; offload a fresh output (save or recompute this op)")
+
+
+class _CopyOutputs(TorchDispatchMode):
+    def __init__(self, pending: _Pending, pool: HostPool, copies: Dict[str, Deque[Any]]):
+        super().__init__()
+        self.pending, self.pool, self.copies = pending, pool, copies
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        op_id = self.pending.claim(func)
+        if op_id is not None:
+            _check_copyable(op_id, func)
+            stored = tree_map(lambda x: self.pool.store(x) if isinstance(x, torch.Tensor) else x,
+                              out)
+            self.copies.setdefault(op_id, deque()).append(stored)
+        return out
+
+
+class _ReturnCopies(TorchDispatchMode):
+    def __init__(self, pending: _Pending, copies: Dict[str, Deque[Any]]):
+        super().__init__()
+        self.pending, self.copies = pending, copies
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        op_id = self.pending.claim(func)
+        if op_id is None:
+            return func(*args, **(kwargs or {}))
+        stored = self.copies[op_id].popleft()
+        return tree_map(lambda x: x.to_device() if isinstance(x, HostCopy) else x, stored)
+
+
+@contextlib.contextmanager
+def _under(lower, upper):
+    """`upper` (selective checkpoint's mode) sees each call first."""
+    with lower, upper:
+        yield
+
+
+def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: _Pending,
+                        pool: HostPool) -> Tuple[Any, Any]:
+    """The forward and re-run contexts of one checkpointed call: selective
+    checkpoint's, over the modes that copy the offloaded ops' outputs out
+    and give them back."""
+    copies: Dict[str, Deque[Any]] = {}
+    forward, rerun = sac_contexts
+    return (_under(_CopyOutputs(pending, pool, copies), forward),
+            _under(_ReturnCopies(pending, copies), rerun))
+
+
+class _Packed:
+    """What autograd holds for an offloaded saved tensor: its host copy and,
+    once a backward has read it, the device tensor rebuilt from it, shared
+    by every node that saved the tensor and freed with the last of them."""
+
+    __slots__ = ("copy", "device_tensor")
+
+    def __init__(self, copy: HostCopy) -> None:
+        self.copy = copy
+        self.device_tensor: Optional[torch.Tensor] = None
+
+
+def _unpack(packed):
+    if not isinstance(packed, _Packed):
+        return packed
+    if packed.device_tensor is None:
+        packed.device_tensor = packed.copy.to_device()
+    return packed.device_tensor
+
+
+def _view_key(t: torch.Tensor):
+    key = storage_key(t)
+    return None if key is None else (key, tuple(t.shape), t.stride(), t.storage_offset())
+
+
+class SavedOffload:
+    """Saved-tensor hooks for one forward of a block: tensors whose storage
+    was marked (`mark`) are packed to the host, once per view. Storages, not
+    tensors, are remembered: code often keeps only a view of an output."""
+
+    def __init__(self, pool: HostPool) -> None:
+        self.pool = pool
+        self.offloaded: Dict[Any, StorageWeakRef] = {}
+        self._packed: Dict[Any, _Packed] = {}
+
+    def mark(self, t: torch.Tensor) -> None:
+        key = storage_key(t)
+        if key is not None:
+            self.offloaded[key] = StorageWeakRef(t.untyped_storage())
+
+    def _pack(self, t: torch.Tensor):
+        key = storage_key(t)
+        owner = self.offloaded.get(key) if key is not None else None
+        # An expired storage was freed, and its address reused.
+        if owner is None or owner.expired():
+            return t
+        view = _view_key(t)
+        if view not in self._packed:
+            with torch.no_grad():
+                self._packed[view] = _Packed(self.pool.store(t))
+        return self._packed[view]
+
+    @contextlib.contextmanager
+    def hooks(self):
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack):
+                yield
+        finally:
+            # Autograd holds what it packed; these would keep it longer.
+            self.offloaded.clear()
+            self._packed.clear()
+
+
+class _MarkOutputs(TorchDispatchMode):
+    """Names a block's calls (`name`) and marks the outputs of the ones the
+    plan offloads; `seen` gets every op id named."""
+
+    def __init__(self, name: Callable[[Any], str], offload_ops: Set[str], saved: SavedOffload,
+                 seen: Set[str]):
+        super().__init__()
+        self.name, self.offload_ops, self.saved, self.seen = name, offload_ops, saved, seen
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not is_named(func):
+            return out
+        op_id = self.name(func)
+        self.seen.add(op_id)
+        if op_id in self.offload_ops:
+            _check_copyable(op_id, func)
+            for x in tensors_of(out):
+                self.saved.mark(x)
+        return out
+
+
+def plain_offload(name: Callable[[Any], str], offload_ops: Set[str], inputs: List[torch.Tensor],
+                  pool: HostPool, seen: Set[str]):
+    """The context for a forward of a block autograd runs plainly: offloads
+    `inputs` and the outputs of `offload_ops` where autograd saves them."""
+    saved = SavedOffload(pool)
+    for t in inputs:
+        saved.mark(t)
+
+    @contextlib.contextmanager
+    def context():
+        with saved.hooks(), _MarkOutputs(name, offload_ops, saved, seen):
+            yield
+    return context()
+
+
+def input_offload(inputs: List[torch.Tensor], pool: HostPool):
+    """Saved-tensor hooks around a checkpointed call: packs the inputs named
+    when checkpoint saves them for its re-run."""
+    saved = SavedOffload(pool)
+    for t in inputs:
+        saved.mark(t)
+    return saved.hooks()
