@@ -92,6 +92,20 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   return SimulateStep(model, masks, {}, semantics, options);
 }
 
+void DropHeldInputOffloads(const AnalyzedModel& model, const std::vector<SaveMask>& masks,
+                           Semantics semantics, std::vector<OffloadMask>& offloaded) {
+  for (size_t b = 1; b < offloaded.size(); ++b) {
+    if (offloaded[b].empty()) continue;
+    const BlockAnalysis& block = model.blocks[b];
+    // The block before frees an output it holds in its own backward.
+    const std::vector<bool> held =
+        DecideSaves(model.blocks[b - 1], masks[b - 1], semantics).holds_output;
+    for (int t : block.carried_inputs) {
+      if (held[block.tensors[t].stream]) offloaded[b][t] = false;
+    }
+  }
+}
+
 absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
                                         const std::vector<SaveMask>& masks,
                                         const std::vector<OffloadMask>& offloaded,
@@ -103,19 +117,14 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   const int block_count = static_cast<int>(model.blocks.size());
   std::vector<BlockSchedule> schedules;
   schedules.reserve(block_count);
+  std::vector<OffloadMask> moved = offloaded;
+  DropHeldInputOffloads(model, masks, semantics, moved);
   for (int b = 0; b < block_count; ++b) {
-    if (offloaded.empty() || offloaded[b].empty()) {
+    if (moved.empty() || moved[b].empty()) {
       schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics));
       continue;
     }
-    OffloadMask mask = offloaded[b];
-    // The block before frees an output it holds in its own backward.
-    for (int t : model.blocks[b].carried_inputs) {
-      if (b > 0 && schedules[b - 1].holds_output[model.blocks[b].tensors[t].stream]) {
-        mask[t] = false;
-      }
-    }
-    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, mask,
+    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, moved[b],
                                    model.model->host_link));
   }
 

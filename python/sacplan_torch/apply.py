@@ -171,7 +171,11 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             return CheckpointPolicy.PREFER_RECOMPUTE
         op_id = namer.traced_name(func) if namer.tracing else namer.name(func)
         # An offloaded op is in `save` too (docs/plan_format.md).
-        offloaded = op_id in offload_ops and not is_collective(func)
+        offloaded = op_id in offload_ops
+        if offloaded and is_collective(func):
+            raise SacplanError(
+                f"plan: blocks[{index}].offload names collective '{one_line(op_id)}'; "
+                "collectives stay saved on the device")
         saved = not offloaded and (op_id in save or is_collective(func))
         if not ctx.is_recompute and not namer.tracing:
             seen.add(op_id)

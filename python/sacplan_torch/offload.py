@@ -190,34 +190,48 @@ def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: _Pending,
 
 
 class _Packed:
-    """What autograd holds for an offloaded saved tensor: its host copy and,
-    once a backward has read it, the device tensor rebuilt from it, shared
-    by every node that saved the tensor and freed with the last of them."""
+    """What autograd holds for an offloaded saved tensor: the host copy of
+    its whole storage, shared by every view of it autograd saved, and,
+    once a backward has read one, the storage rebuilt on the device, freed
+    with the last node that saved a view of it."""
 
-    __slots__ = ("copy", "device_tensor")
+    __slots__ = ("copy", "device_bytes")
 
     def __init__(self, copy: HostCopy) -> None:
         self.copy = copy
-        self.device_tensor: Optional[torch.Tensor] = None
+        self.device_bytes: Optional[torch.Tensor] = None
+
+
+class _PackedView:
+    __slots__ = ("packed", "dtype", "shape", "stride", "offset")
+
+    def __init__(self, packed: _Packed, t: torch.Tensor) -> None:
+        self.packed = packed
+        self.dtype, self.shape, self.stride, self.offset = (
+            t.dtype, t.shape, t.stride(), t.storage_offset())
+
+
+def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage under `t`, as a flat uint8 tensor."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
 def _unpack(packed):
-    if not isinstance(packed, _Packed):
+    if not isinstance(packed, _PackedView):
         return packed
-    if packed.device_tensor is None:
-        packed.device_tensor = packed.copy.to_device()
-    return packed.device_tensor
-
-
-def _view_key(t: torch.Tensor):
-    key = storage_key(t)
-    return None if key is None else (key, tuple(t.shape), t.stride(), t.storage_offset())
+    shared = packed.packed
+    if shared.device_bytes is None:
+        shared.device_bytes = shared.copy.to_device()
+    view = torch.empty(0, dtype=packed.dtype, device=shared.device_bytes.device)
+    return view.set_(shared.device_bytes.untyped_storage(), packed.offset, packed.shape,
+                     packed.stride)
 
 
 class SavedOffload:
     """Saved-tensor hooks for one forward of a block: tensors whose storage
-    was marked (`mark`) are packed to the host, once per view. Storages, not
-    tensors, are remembered: code often keeps only a view of an output."""
+    was marked (`mark`) are packed to the host, each storage once. Storages,
+    not tensors, are remembered: code often keeps only a view of an
+    output, or saves several."""
 
     def __init__(self, pool: HostPool) -> None:
         self.pool = pool
@@ -228,6 +242,8 @@ class SavedOffload:
         key = storage_key(t)
         if key is not None:
             self.offloaded[key] = StorageWeakRef(t.untyped_storage())
+            # A storage packed before at this address is gone.
+            self._packed.pop(key, None)
 
     def _pack(self, t: torch.Tensor):
         key = storage_key(t)
@@ -235,11 +251,10 @@ class SavedOffload:
         # An expired storage was freed, and its address reused.
         if owner is None or owner.expired():
             return t
-        view = _view_key(t)
-        if view not in self._packed:
+        if key not in self._packed:
             with torch.no_grad():
-                self._packed[view] = _Packed(self.pool.store(t))
-        return self._packed[view]
+                self._packed[key] = _Packed(self.pool.store(_storage_bytes(t)))
+        return _PackedView(self._packed[key], t)
 
     @contextlib.contextmanager
     def hooks(self):

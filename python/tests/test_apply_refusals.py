@@ -150,11 +150,12 @@ def _malformed():
                            r"blocks\[0\]\.checkpoint must be true or false"),
         "bad_model_config": (edit(lambda p: p.update(model_config=[1])),
                              r"model_config: expected an object, got array"),
-        # Offload (sacplan.plan/2) is read, but apply_plan does not apply it
-        # yet; under /1 an offload list is refused by the reader itself.
-        "offload": (edit(lambda p: (p.update(schema="sacplan.plan/2"),
-                                    p["blocks"][0].update(offload=["x"]))),
-                    r"block 0 offloads to the host, which apply_plan does not do yet"),
+        # Offload (sacplan.plan/2): an op of a submodule the block lacks;
+        # under /1 an offload list is refused by the reader itself.
+        "offload_unknown_op": (edit(lambda p: (p.update(schema="sacplan.plan/2"),
+                                               p["blocks"][0].update(offload=["nosuch.addmm"]))),
+                               r"blocks\[0\]\.offload names op 'nosuch\.addmm', but the block "
+                               r"has no submodule 'nosuch'"),
         "offload_in_schema_1": (edit(lambda p: p["blocks"][0].update(offload=["x"])),
                                 r'blocks\[0\]\.offload: needs schema "sacplan\.plan/2"'),
     }

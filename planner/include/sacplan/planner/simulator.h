@@ -70,6 +70,12 @@ absl::Status CheckOffloadMasks(const AnalyzedModel& model,
                                const std::vector<OffloadMask>& offloaded);
 // The one error for offloading against a device without a host link.
 absl::Status HostLinkMissing();
+// Clears, in `offloaded` (valid for `masks`), the carried inputs that the
+// block before holds as its output (a torch-sac cache): they stay on the
+// device, so offloading them moves nothing, and a plan should not name
+// them (sacplan_torch would copy them to the host all the same).
+void DropHeldInputOffloads(const AnalyzedModel& model, const std::vector<SaveMask>& masks,
+                           Semantics semantics, std::vector<OffloadMask>& offloaded);
 
 // The same with offload: offloaded[b] is block b's OffloadMask (empty: none),
 // or `offloaded` is empty. Fails with InvalidArgument when a mask's length is
