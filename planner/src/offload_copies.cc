@@ -69,24 +69,21 @@ double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
 // must also be done before the next one's latest start), and issued before
 // the step during which that moment falls. Then the steps run on a clock
 // that waits at a step for whatever it reads that has not arrived.
-// torch-sac, checkpointed: PyTorch brings back what was packed to the host
+// torch-sac, checkpointed: PyTorch needs back what was packed to the host
 // when the re-run reaches it, not when backward first reads it: the carried
 // inputs as the re-run starts (checkpoint unpacks the saved inputs to call
 // the block again), an op's output where the re-run passes its op
 // (sacplan_torch's recompute mode returns it in the op's place). Per
-// tensor, the backward step before which that happens; -1: the re-run never
-// reaches it, or nothing reads it (`first_read`, per tensor: the first
-// backward step reading it, -1 for none). Never after `first_read`: readers
-// come later in the re-run or in the backward after it.
-std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& schedule,
-                               const std::vector<int>& first_read) {
-  std::vector<int> arrival(block.tensors.size(), -1);
+// tensor, the backward step before which that happens; the step count for
+// an op's output the re-run never reaches. sacplan_torch issues every copy
+// back as the re-run starts, in this order, whether or not it is read.
+std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& schedule) {
   const int steps = static_cast<int>(schedule.backward.size());
+  std::vector<int> arrival(block.tensors.size(), steps);
   // The re-run starts after the backward of the ops after its stop.
   const int start = block.op_count() - 1 - block.last_saving_op;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
-    if (first_read[t] < 0) continue;  // as in sacplan: nothing reads it
     if (node.carried_input) {
       arrival[t] = start;
       continue;
@@ -114,15 +111,19 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
     for (int t : StepReads(block, schedule.backward[s])) first_read[t] = s;
   }
   std::vector<OffloadCopy*> prefetched;
+  // torch-sac: the backward step each prefetch is waited for at.
+  std::vector<int> unpacked_at;
   if (rerun_unpacks) {
-    const std::vector<int> arrival = RerunArrivals(block, schedule, first_read);
+    unpacked_at = RerunArrivals(block, schedule);
+    // All are issued as the re-run starts, in the order it reaches them.
+    const int start = block.op_count() - 1 - block.last_saving_op;
     for (OffloadCopy& copy : copies.copies) {
-      copy.prefetch_before = arrival[copy.tensor];
-      if (copy.prefetch_before >= 0) prefetched.push_back(&copy);
+      copy.prefetch_before = start;
+      prefetched.push_back(&copy);
     }
     std::stable_sort(prefetched.begin(), prefetched.end(),
-                     [](const OffloadCopy* a, const OffloadCopy* b) {
-                       return a->prefetch_before < b->prefetch_before;
+                     [&](const OffloadCopy* a, const OffloadCopy* b) {
+                       return unpacked_at[a->tensor] < unpacked_at[b->tensor];
                      });
   } else {
     for (OffloadCopy& copy : copies.copies) {
@@ -150,16 +151,24 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   double clock_ms = 0;
   double engine_free_ms = 0;
   size_t next = 0;
+  size_t next_unpacked = 0;
   for (int s = 0; s < steps; ++s) {
     double ready_ms = clock_ms;
     for (; next < prefetched.size() && prefetched[next]->prefetch_before == s; ++next) {
       engine_free_ms = std::max(engine_free_ms, clock_ms) + prefetched[next]->h2d_ms;
       arrives_ms[prefetched[next]->tensor] = engine_free_ms;
-      // Unpacked in the re-run's place, the copy is waited for there.
-      if (rerun_unpacks) ready_ms = engine_free_ms;
     }
-    for (int t : StepReads(block, schedule.backward[s])) {
-      if (!rerun_unpacks && first_read[t] == s) ready_ms = std::max(ready_ms, arrives_ms[t]);
+    if (rerun_unpacks) {
+      // Given back in its op's place in the re-run, each is waited for there.
+      for (; next_unpacked < prefetched.size() &&
+             unpacked_at[prefetched[next_unpacked]->tensor] == s;
+           ++next_unpacked) {
+        ready_ms = std::max(ready_ms, arrives_ms[prefetched[next_unpacked]->tensor]);
+      }
+    } else {
+      for (int t : StepReads(block, schedule.backward[s])) {
+        if (first_read[t] == s) ready_ms = std::max(ready_ms, arrives_ms[t]);
+      }
     }
     copies.backward_wait_ms[s] = ready_ms - clock_ms;
     clock_ms = ready_ms + StepMs(block, schedule.backward[s]);
@@ -169,23 +178,31 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
 // torch-sac, checkpointed: a carried input brought back for the re-run is
 // held by the backward steps that read it, not by the checkpoint's frame
 // (which holds its host copy): it is freed after its last reader (or its
-// arrival).
-void FreeCarriedAfterLastRead(const BlockAnalysis& block, BlockSchedule& schedule) {
+// arrival). Nothing brought back is freed before it arrives (a cached
+// output nothing reads is freed as the backward starts otherwise).
+void PlaceRerunFrees(const BlockAnalysis& block, BlockSchedule& schedule) {
+  const int steps = static_cast<int>(schedule.backward.size());
   for (const OffloadCopy& copy : schedule.offload.copies) {
-    if (!block.tensors[copy.tensor].carried_input || copy.prefetch_before < 0) continue;
-    int last_read = copy.prefetch_before;
-    for (int s = 0; s < static_cast<int>(schedule.backward.size()); ++s) {
-      const std::vector<int>& reads = StepReads(block, schedule.backward[s]);
-      if (std::find(reads.begin(), reads.end(), copy.tensor) != reads.end()) {
-        last_read = std::max(last_read, s);
+    const int t = copy.tensor;
+    // Where the schedule frees t: after that backward step, -1 at the start.
+    int freed_after = steps;
+    auto drop = [&](std::vector<int>& frees, int s) {
+      auto it = std::find(frees.begin(), frees.end(), t);
+      if (it == frees.end()) return;
+      frees.erase(it);
+      freed_after = s;
+    };
+    drop(schedule.free_at_backward_start, -1);
+    for (int s = 0; s < steps; ++s) drop(schedule.backward[s].free_after, s);
+    int last = std::max(freed_after, copy.prefetch_before);
+    if (block.tensors[t].carried_input) {
+      last = copy.prefetch_before;
+      for (int s = 0; s < steps; ++s) {
+        const std::vector<int>& reads = StepReads(block, schedule.backward[s]);
+        if (std::find(reads.begin(), reads.end(), t) != reads.end()) last = std::max(last, s);
       }
     }
-    auto drop = [&](std::vector<int>& frees) {
-      frees.erase(std::remove(frees.begin(), frees.end(), copy.tensor), frees.end());
-    };
-    drop(schedule.free_at_backward_start);
-    for (ScheduleStep& step : schedule.backward) drop(step.free_after);
-    schedule.backward[last_read].free_after.push_back(copy.tensor);
+    schedule.backward[std::min(last, steps - 1)].free_after.push_back(t);
   }
 }
 
@@ -230,7 +247,7 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   const bool rerun_unpacks = semantics == Semantics::kTorchSac && !EveryOpSaved(block, saved) &&
                              block.last_saving_op >= 0;
   TimeBackwardCopies(block, schedule, rerun_unpacks, copies);
-  if (rerun_unpacks) FreeCarriedAfterLastRead(block, schedule);
+  if (rerun_unpacks) PlaceRerunFrees(block, schedule);
   copies.exposed_ms = copies.forward_wait_ms;
   for (double wait : copies.backward_wait_ms) copies.exposed_ms += wait;
   return schedule;

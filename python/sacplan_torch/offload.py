@@ -84,7 +84,7 @@ class HostPool:
             t.record_stream(stream)
             done = torch.cuda.Event()
             done.record(stream)
-            return HostCopy(host, t, done)
+            return HostCopy(host, t, done, self._copy_stream)
         import numpy
 
         buffer = numpy.empty(nbytes, dtype=numpy.uint8)
@@ -97,22 +97,57 @@ class HostPool:
 class HostCopy:
     """A tensor's host copy, and what it takes to rebuild it on its device."""
 
-    __slots__ = ("host", "shape", "stride", "device", "done", "__weakref__")
+    __slots__ = ("host", "shape", "stride", "device", "done", "stream_for", "__weakref__")
 
-    def __init__(self, host: torch.Tensor, original: torch.Tensor, done) -> None:
+    def __init__(self, host: torch.Tensor, original: torch.Tensor, done,
+                 stream_for: Optional[Callable[[torch.device], Any]] = None) -> None:
         self.host = host
         self.shape = original.shape
         self.stride = original.stride()
         self.device = original.device
-        self.done = done
+        self.done = done  # on CUDA: the event the copy to the host records
+        self.stream_for = stream_for
 
     def to_device(self) -> torch.Tensor:
+        """The tensor back on its device, copied on the current stream."""
         out = torch.empty_strided(self.shape, self.stride, dtype=self.host.dtype,
                                   device=self.device)
         if self.done is not None:
             torch.cuda.current_stream(self.device).wait_event(self.done)
         out.copy_(self.host, non_blocking=True)
         return out
+
+    def to_device_async(self) -> "_Arriving":
+        """The copy back issued now; on CUDA on a side stream, for the
+        compute stream to wait for when it needs the tensor."""
+        if self.done is None:
+            return _Arriving(self.to_device(), None)
+        stream = self.stream_for(self.device)
+        stream.wait_event(self.done)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            out = torch.empty_strided(self.shape, self.stride, dtype=self.host.dtype,
+                                      device=self.device)
+            out.copy_(self.host, non_blocking=True)
+            arrived = torch.cuda.Event()
+            arrived.record(stream)
+        # Allocated on the side stream, read on the compute stream.
+        out.record_stream(torch.cuda.current_stream(self.device))
+        return _Arriving(out, arrived)
+
+
+class _Arriving:
+    """A tensor being copied back; `wait()` makes the compute stream wait."""
+
+    __slots__ = ("tensor", "arrived")
+
+    def __init__(self, tensor: torch.Tensor, arrived) -> None:
+        self.tensor, self.arrived = tensor, arrived
+
+    def wait(self) -> torch.Tensor:
+        if self.arrived is not None:
+            torch.cuda.current_stream(self.tensor.device).wait_event(self.arrived)
+        return self.tensor
 
 
 class _Pending:
@@ -143,7 +178,7 @@ def _check_copyable(op_id: str, func) -> None:
 
 
 class _CopyOutputs(TorchDispatchMode):
-    def __init__(self, pending: _Pending, pool: HostPool, copies: Dict[str, Deque[Any]]):
+    def __init__(self, pending: _Pending, pool: HostPool, copies: "_Stash"):
         super().__init__()
         self.pending, self.pool, self.copies = pending, pool, copies
 
@@ -152,23 +187,48 @@ class _CopyOutputs(TorchDispatchMode):
         op_id = self.pending.claim(func)
         if op_id is not None:
             _check_copyable(op_id, func)
-            stored = tree_map(lambda x: self.pool.store(x) if isinstance(x, torch.Tensor) else x,
-                              out)
-            self.copies.setdefault(op_id, deque()).append(stored)
+            self.copies.add(op_id, tree_map(
+                lambda x: self.pool.store(x) if isinstance(x, torch.Tensor) else x, out))
         return out
 
 
+class _Stash:
+    """One checkpointed call's offloaded outputs, per op id in call order."""
+
+    def __init__(self) -> None:
+        self.by_op: Dict[str, Deque[Any]] = {}
+        self.order: List[Tuple[str, int]] = []
+
+    def add(self, op_id: str, stored: Any) -> None:
+        entries = self.by_op.setdefault(op_id, deque())
+        self.order.append((op_id, len(entries)))
+        entries.append(stored)
+
+    def bring_back(self) -> None:
+        """Every copy back to the device, in the order the re-run needs
+        them, as it starts (docs/memory_model.md, "Offload"): on CUDA on
+        a side stream, each waited for where its op would have run."""
+        for op_id, k in self.order:
+            entries = self.by_op[op_id]
+            entries[k] = tree_map(
+                lambda x: x.to_device_async() if isinstance(x, HostCopy) else x, entries[k])
+
+
 class _ReturnCopies(TorchDispatchMode):
-    def __init__(self, pending: _Pending, copies: Dict[str, Deque[Any]]):
+    def __init__(self, pending: _Pending, copies: _Stash):
         super().__init__()
         self.pending, self.copies = pending, copies
+
+    def __enter__(self):
+        self.copies.bring_back()
+        return super().__enter__()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         op_id = self.pending.claim(func)
         if op_id is None:
             return func(*args, **(kwargs or {}))
-        stored = self.copies[op_id].popleft()
-        return tree_map(lambda x: x.to_device() if isinstance(x, HostCopy) else x, stored)
+        stored = self.copies.by_op[op_id].popleft()
+        return tree_map(lambda x: x.wait() if isinstance(x, _Arriving) else x, stored)
 
 
 @contextlib.contextmanager
@@ -183,7 +243,7 @@ def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: _Pending,
     """The forward and re-run contexts of one checkpointed call: selective
     checkpoint's, over the modes that copy the offloaded ops' outputs out
     and give them back."""
-    copies: Dict[str, Deque[Any]] = {}
+    copies = _Stash()
     forward, rerun = sac_contexts
     return (_under(_CopyOutputs(pending, pool, copies), forward),
             _under(_ReturnCopies(pending, copies), rerun))
