@@ -37,13 +37,15 @@ CACHE_VERSION = 1
 @dataclass
 class BlockDecision:
     """One block of the plan: checkpointed or not, the op ids it keeps for
-    backward and those it recomputes."""
+    backward, those it recomputes, and what it keeps in host memory (op
+    ids, and carried inputs by argument name)."""
 
     index: int
     name: str
     checkpoint: bool
     save: List[str]
     recompute: List[str]
+    offload: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -105,7 +107,8 @@ def _decisions(plan: Dict[str, Any], found) -> List[BlockDecision]:
         out.append(BlockDecision(index=index, name=found[index][0],
                                  checkpoint=bool(entry.get("checkpoint", False)),
                                  save=list(entry.get("save", [])),
-                                 recompute=list(entry.get("recompute", []))))
+                                 recompute=list(entry.get("recompute", [])),
+                                 offload=list(entry.get("offload", []))))
     return out
 
 
@@ -122,7 +125,8 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
                     optimizer: Optional[torch.optim.Optimizer] = None,
                     semantics: str = "torch-sac", budget_kind: str = "allocated",
                     cache_dir: Optional[str] = None, name: Optional[str] = None,
-                    warmup: int = 1, repeats: int = 3) -> AutoCheckpoint:
+                    warmup: int = 1, repeats: int = 3, host_budget: Union[int, str] = 0,
+                    host_link: Optional[Dict[str, float]] = None) -> AutoCheckpoint:
     """Captures `model` (real training steps: warmup + 2 + 4 * repeats and
     two more, see capture), plans the fastest checkpointing whose simulated
     peak fits `budget` (bytes, or "70GB"), and applies it.
@@ -130,6 +134,9 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     Returns an AutoCheckpoint with the plan, the predicted peak and step and
     each block's decisions. A budget no plan meets raises SacplanError
     naming the smallest feasible peak; so does any other bad input.
+    With `host_budget` (bytes, "200GB" or "auto"; 0: none) the plan may also
+    offload activations to host memory over the device's link (measured on
+    a GPU, or `host_link` as capture takes it).
     """
     found = find_blocks(model, blocks)
     rank = dist.get_rank() if dist.is_initialized() else 0
@@ -149,12 +156,14 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     captured = profile is None
     if captured:
         profile = capture(model, step, blocks=found_spec(found), optimizer=optimizer,
-                          path=profile_path, name=profile_name, warmup=warmup, repeats=repeats)
+                          path=profile_path, name=profile_name, warmup=warmup, repeats=repeats,
+                          host_link=host_link)
     plan = None
     if rank == 0:
         plan_path = None
         if key is not None:
-            budget_tag = hashlib.sha256(f"{budget}|{semantics}|{budget_kind}".encode()).hexdigest()
+            budget_tag = hashlib.sha256(
+                f"{budget}|{semantics}|{budget_kind}|{host_budget}".encode()).hexdigest()
             plan_path = os.path.join(os.fspath(cache_dir), key, f"plan-{budget_tag[:16]}.json")
         if plan_path is not None and not captured and os.path.isfile(plan_path):
             with open(plan_path, encoding="utf-8") as f:
@@ -162,7 +171,7 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
             notes.append(f"plan from {plan_path}")
         else:
             plan = planner.plan(profile, budget=budget, semantics=semantics,
-                                budget_kind=budget_kind)
+                                budget_kind=budget_kind, host_budget=host_budget)
             if plan_path is not None:
                 write_json_atomically(plan, plan_path)
     plan = _broadcast(plan, rank)

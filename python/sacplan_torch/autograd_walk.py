@@ -63,7 +63,7 @@ def record_saved(trace: BlockTrace, node, op_index: Optional[int], resident: set
         key = storage_key(saved)
         if key is None or key in resident or key in trace.param_keys:
             continue
-        tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
+        tensor_id = trace.id_of(key)
         if tensor_id is None:
             continue  # made outside the block and not passed in: not the block's
         producer = trace.op_at.get(tensor_id)

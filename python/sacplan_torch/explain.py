@@ -2,7 +2,8 @@
 
 A block the plan checkpoints saves the op ids in its `save` list for
 backward and re-runs the rest in backward ("recompute"); a block it leaves
-alone keeps whatever autograd keeps ("keep"). With the profile the plan was
+alone keeps whatever autograd keeps ("keep"). What a block's `offload` list
+names is kept in host memory ("offload"). With the profile the plan was
 made from (auto_checkpoint keeps it), each row carries the op's output
 bytes and its forward and recompute times.
 """
@@ -22,7 +23,7 @@ from .errors import SacplanError, one_line
 class OpDecision:
     block: int
     op: str
-    decision: str  # "save", "recompute" or "keep"
+    decision: str  # "save", "recompute", "offload" or "keep"
     output_bytes: Optional[int] = None
     fwd_ms: Optional[float] = None
     recompute_ms: Optional[float] = None
@@ -46,6 +47,8 @@ class Explanation:
 
 
 def _decision(entry: Dict[str, Any], op_id: str) -> str:
+    if op_id in set(entry.get("offload", [])):
+        return "offload"
     if not entry.get("checkpoint", True):
         return "keep"
     return "save" if op_id in set(entry.get("save", [])) else "recompute"

@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .graph import OpRecord
 from .storage import StorageKey
@@ -25,6 +26,10 @@ class BlockTrace:
         # into `outputs`.
         self.output_keys: List[StorageKey] = []
         self.tensor_of: Dict[StorageKey, str] = {}
+        # Per key of tensor_of, the storage it was made for: an address
+        # freed and taken by a tensor no op of the block made (a wrapped
+        # Python scalar) must not read as the old tensor (id_of).
+        self.made_storage: Dict[StorageKey, StorageWeakRef] = {}
         self.ops: List[OpRecord] = []
         self.op_at: Dict[str, int] = {}      # tensor id -> producing op index
         self.op_of_node: Dict[int, Optional[int]] = {}  # node sequence nr -> op index
@@ -40,3 +45,20 @@ class BlockTrace:
         self.outputs: List[str] = []          # tensor ids, one per stream
         self.fwd_spans: Dict[str, list] = defaultdict(list)
         self.bwd_spans: Dict[str, list] = defaultdict(list)
+
+    def made(self, key: StorageKey, tensor_id: str, t: torch.Tensor) -> None:
+        """`tensor_id`, an op's output, lives in `t`'s storage under `key`."""
+        self.tensor_of[key] = tensor_id
+        self.made_storage[key] = StorageWeakRef(t.untyped_storage())
+
+    def made_by_op(self, key: StorageKey) -> bool:
+        """Whether the live storage under `key` is an op's output."""
+        ref = self.made_storage.get(key)
+        return ref is not None and not ref.expired()
+
+    def id_of(self, key: StorageKey) -> Optional[str]:
+        """The block's tensor in the live storage under `key`: an op's
+        output still alive, or a block input; None otherwise."""
+        if self.made_by_op(key):
+            return self.tensor_of[key]
+        return self.input_ids.get(key)

@@ -127,7 +127,7 @@ class Tracer(TorchDispatchMode):
                 raise SacplanError(f"blocks[{i}] ({trace.name}) returns no tensor")
             for position, out in enumerate(outs):
                 key = storage_key(out)
-                if key not in trace.tensor_of:
+                if not trace.made_by_op(key):
                     raise SacplanError(
                         f"blocks[{i}] ({trace.name}): output {position} is not made by an "
                         "op of the block (a block must compute each tensor it returns, "
@@ -207,14 +207,14 @@ class Tracer(TorchDispatchMode):
                     # unsharded gradient, freed after the reduce-scatter.
                     trace.last_reader[key] = (op_index, t.untyped_storage().nbytes())
                 continue
-            tensor_id = trace.tensor_of.get(key) or trace.input_ids.get(key)
+            tensor_id = trace.id_of(key)
             if tensor_id is not None:
                 op.read(tensor_id, t)
         for key in written:
             # A cached output must not change after it is cached (SAC checks
             # the version): neither the call that writes a tensor in place
             # nor the op that made it may be saved.
-            earlier = trace.op_at.get(trace.tensor_of.get(key, ""))
+            earlier = trace.op_at.get(trace.id_of(key) or "")
             if earlier is not None:
                 trace.ops[earlier].never_save = True
                 op.never_save = True
@@ -224,7 +224,7 @@ class Tracer(TorchDispatchMode):
                 id=tensor_id, bytes=o.untyped_storage().nbytes(), shape=list(o.shape),
                 dtype=dtype_name(o.dtype),
                 requires_grad=bool(grad_in and (o.is_floating_point() or o.is_complex()))))
-            trace.tensor_of[key] = tensor_id
+            trace.made(key, tensor_id, o)
             trace.op_at[tensor_id] = op_index
         trace.fwd_spans[op_id].append(span)
         trace.ops.append(op)

@@ -173,3 +173,28 @@ def test_bad_offload_input(captured, tmp_path):
     with pytest.raises(SacplanError, match=r"blocks\[0\]\.offload names op ids the block "
                                            r"does not run: nosuch"):
         setup.step(setup.model)
+
+
+def test_auto_checkpoint_offloads_and_explains(captured):
+    """One call with a host budget: the plan offloads, the decisions and
+    explain() say what, and the step keeps plain autograd's gradients."""
+    kind, profile = captured
+    if kind != "dropout":
+        pytest.skip("one block kind is enough")
+    budget = offload_plans(profile)["halfway"]["budget_bytes"]
+    setup = unseen_blocks.setup(kind, "small")
+    result = sacplan_torch.auto_checkpoint(
+        setup.model, setup.step, budget, blocks=setup.blocks,
+        optimizer=setup.make_optimizer(setup.model), name=setup.name, warmup=1, repeats=1,
+        host_budget=HOST_BUDGET, host_link=INSTANT_LINK)
+    offloaded = {op for decision in result.decisions for op in decision.offload}
+    assert offloaded, result.decisions
+    rows = sacplan_torch.explain(setup.model).rows
+    assert {row.op for row in rows if row.decision == "offload"} <= offloaded
+    assert any(row.decision == "offload" for row in rows)
+    # Capture trained the model: the reference starts from its weights.
+    plain = unseen_blocks.setup(kind, "small")
+    plain.model.load_state_dict(setup.model.state_dict())
+    for p in setup.model.parameters():
+        p.grad = None
+    assert_same_gradients(gradients(setup), gradients(plain), "auto_checkpoint")
