@@ -95,6 +95,7 @@ struct StackState {
   std::vector<TensorTable> live;      // per block: kept tensors
   // Per block, per offload copy (BlockSchedule::offload): its host tensor.
   std::vector<std::vector<at::Tensor>> host;
+  std::unique_ptr<HostCopies> copies;  // made at the first offload
   // Per block input tensor index: the slot in `shared`, or -1.
   std::vector<std::vector<int>> shared_slot;
 };
@@ -133,25 +134,10 @@ void FreeAll(TensorTable& table, std::span<const int> indices) {
   for (int t : indices) table[t].reset();
 }
 
-// Offload on CPU: a copy of `tensor` in host memory the counting allocator
-// does not see (the device's meter then reads what the simulator counts on
-// the device), counted in `counter`'s host bytes while it lives.
-at::Tensor HostCopy(const at::Tensor& tensor, const std::shared_ptr<RecomputeCounter>& counter) {
-  const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
-  void* buffer = std::malloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
-  TORCH_CHECK(buffer != nullptr, "sacplan executor: no host memory for ", bytes,
-              " offloaded bytes");
-  counter->host_live_bytes += bytes;
-  counter->host_peak_bytes = std::max(counter->host_peak_bytes, counter->host_live_bytes);
-  at::Tensor host = at::from_blob(
-      buffer, tensor.sizes(),
-      [counter, bytes](void* data) {
-        counter->host_live_bytes -= bytes;
-        std::free(data);
-      },
-      tensor.options());
-  host.copy_(tensor);
-  return host;
+// The copier for tensors on `like`'s device, made at the first copy.
+HostCopies& Copier(StackState& state, const at::Tensor& like) {
+  if (state.copies == nullptr) state.copies = MakeHostCopies(like.device(), state.counter->host);
+  return *state.copies;
 }
 
 // The offload copies of block b's schedule.
@@ -165,7 +151,7 @@ void OffloadAfter(StackState& state, int b, int k, TensorTable& table) {
   const std::vector<OffloadCopy>& copies = Copies(state, b);
   for (size_t c = 0; c < copies.size(); ++c) {
     if (copies[c].issued_after == k) {
-      state.host[b][c] = HostCopy(table[copies[c].tensor], state.counter);
+      state.host[b][c] = Copier(state, table[copies[c].tensor]).ToHost(table[copies[c].tensor]);
     }
   }
   for (const OffloadCopy& copy : copies) {
@@ -179,11 +165,8 @@ void PrefetchBefore(StackState& state, int b, int s, TensorTable& table) {
   const std::vector<OffloadCopy>& copies = Copies(state, b);
   for (size_t c = 0; c < copies.size(); ++c) {
     if (copies[c].prefetch_before != s) continue;
-    const at::Tensor& host = state.host[b][c];
     ScopedMemoryAccount account(Account(MemoryCategory::kKept));
-    at::Tensor device = at::empty(host.sizes(), host.options());
-    device.copy_(host);
-    table[copies[c].tensor] = std::move(device);
+    table[copies[c].tensor] = state.copies->ToDevice(state.host[b][c]);
   }
 }
 
@@ -233,6 +216,7 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
     FreeAll(table, step.free_after);
     OffloadAfter(state, b, static_cast<int>(k), table);
   }
+  if (!schedule.offload.copies.empty()) state.copies->FinishCopiesToHost();
   // The output now belongs to the next block (or the head). A block whose
   // checkpoint cache holds it (torch-sac) keeps a reference until the
   // backward step its schedule frees it after.
@@ -311,6 +295,9 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   for (size_t s = 0; s < schedule.backward.size(); ++s) {
     const ScheduleStep& step = schedule.backward[s];
     PrefetchBefore(state, b, static_cast<int>(s), table);
+    if (!schedule.offload.copies.empty()) {
+      for (int t : StepReads(block, step)) state.copies->BeforeRead(table[t]);
+    }
     if (step.kind == StepKind::kRecompute) {
       Timed(state, b, step, [&] {
         ScopedMemoryAccount account(Account(MemoryCategory::kRecomputed));
@@ -386,7 +373,7 @@ at::Tensor RunBlockStack(const TorchModel& model, const AnalyzedModel& analyzed,
   state->shared = inputs.shared;
   state->live.resize(analyzed.blocks.size());
   state->host.resize(analyzed.blocks.size());
-  state->counter->host_peak_bytes = state->counter->host_live_bytes;
+  state->counter->host->peak = state->counter->host->live;
   state->shared_slot.resize(analyzed.blocks.size());
   const Model& graph = *analyzed.model;
   for (size_t b = 0; b < graph.blocks.size(); ++b) {

@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "host_copies.h"
 #include "sacplan/executor/op_observer.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/memory_tracker.h"
@@ -21,8 +22,7 @@ namespace sacplan::executor_internal {
 struct RecomputeCounter {
   int recomputed_ops = 0;
   // Offload: host bytes held now and at most since the last forward began.
-  int64_t host_live_bytes = 0;
-  int64_t host_peak_bytes = 0;
+  std::shared_ptr<HostBytes> host = std::make_shared<HostBytes>();
   // When set, told the wall time of every op the blocks run
   // (PlanExecutor::set_op_observer).
   OpObserver observer;

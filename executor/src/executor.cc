@@ -54,7 +54,7 @@ PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
   }
 }
 
-int64_t PlanExecutor::last_host_peak_bytes() const { return counters_->host_peak_bytes; }
+int64_t PlanExecutor::last_host_peak_bytes() const { return counters_->host->peak; }
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics) {
@@ -93,11 +93,6 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
   if (GraphFingerprint(timed) != GraphFingerprint(model.graph())) {
     return absl::InvalidArgumentError(
         "the profile given for offload is of another op graph than the model's");
-  }
-  if (model.device().type() != at::kCPU) {
-    return absl::InvalidArgumentError(
-        "plan offloads to the host; the executor applies offload on CPU only so far "
-        "(make the plan without --host-budget for a CUDA run)");
   }
   auto graph = std::make_shared<const Model>(timed);
   ASSIGN_OR_RETURN(AnalyzedModel timed_analysis, AnalyzeModel(*graph));

@@ -43,9 +43,11 @@ class PlanExecutor {
   // have model.graph()'s op graph (GraphFingerprint). On CPU a tensor is
   // moved into host memory the counting allocator does not count (so the
   // meter reads the device's share, as the simulator counts it) and back
-  // before the step the schedule says. InvalidArgument for a graph or mask
-  // mismatch, a model without a host link, or a CUDA model (not applied on
-  // CUDA yet).
+  // before the step the schedule says. On CUDA the copies go to pinned
+  // memory on one side stream and back on another, and compute waits for
+  // them only at the forward's end and before the first step reading a
+  // tensor back (executor/src/host_copies.h). InvalidArgument for a graph
+  // or mask mismatch or a model without a host link.
   static absl::StatusOr<std::unique_ptr<PlanExecutor>> Create(
       const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics,
       const Model& timed, std::vector<OffloadMask> offloaded);
