@@ -80,8 +80,13 @@ absl::Status RunTrain(const TrainFlags& flags) {
                "first; the prediction is the plan's, from the profile it was "
                "made with)\n";
   if (!flags.log_path.empty()) {
-    const nlohmann::json log = RunLogJson(model, flags.device, plan, result,
-                                          (*executor)->planned_recomputed_ops());
+    nlohmann::json log = RunLogJson(model, flags.device, plan, result,
+                                    (*executor)->planned_recomputed_ops());
+    if (plan.predicted.offloaded_bytes > 0) {
+      log["predicted"]["host_peak_bytes"] = plan.predicted.host_peak_bytes;
+      log["predicted"]["exposed_copy_ms"] = plan.predicted.exposed_copy_ms;
+      log["measured"]["host_peak_bytes"] = (*executor)->last_host_peak_bytes();
+    }
     RETURN_IF_ERROR(WriteRunLogFile(flags.log_path, log));
     std::cout << "wrote " << flags.log_path << "\n";
   }

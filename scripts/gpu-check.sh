@@ -16,7 +16,10 @@
 #     peak and trains under it; predicted beside measured for allocated
 #     peak, reserved peak and step time;
 #  6. the CUPTI overhead on step time: attn_only trained again while CUPTI
-#     collects (train --cupti).
+#     collects (train --cupti);
+#  7. offload: the optimal plan at full's measured peak with a host budget
+#     (the profile's measured host link), trained with its profile; device
+#     and host peaks, step and exposed copy time predicted beside measured.
 # Without a GPU it says so in one line on stderr and exits 2, before
 # building or writing anything.
 #
@@ -176,6 +179,18 @@ if [ "$built" -eq 1 ]; then
         --budget "$budget" -o "$out/plan_optimal.json" &&
         run train_optimal "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
           --plan "$out/plan_optimal.json" --steps "$steps" --log "$out/run_optimal.json"
+      # 7. Offload at full checkpointing's measured peak.
+      if [ -f "$out/run_full.json" ]; then
+        full_peak=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["measured"]["peak_bytes"])' \
+          "$out/run_full.json")
+        run plan_offload "$sacplan" plan --profile "$out/profile_full.json" \
+          --budget "$full_peak" --host-budget auto -o "$out/plan_offload.json" &&
+          run train_offload "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
+            --plan "$out/plan_offload.json" --profile "$out/profile_full.json" \
+            --steps "$steps" --log "$out/run_offload.json"
+      else
+        skip plan_offload "full did not train"
+      fi
       # 6. The same attn_only run while CUPTI collects.
       run train_attn_only_cupti "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
         --cupti --plan "$out/plan_attn_only.json" --steps "$steps" \

@@ -3,17 +3,21 @@
 Captures an example model with sacplan_torch (op times from CUDA events),
 plans none, full and attn_only with `sacplan plan --semantics torch-sac`,
 then the optimal plan at the budget halfway between none's and full's
-predicted peaks, and applies each plan to a fresh model in a fresh process
+predicted peaks and, when the profile has a host link (capture measures
+it on a GPU), the optimal plan with offload (`--host-budget auto`) at
+full's predicted peak, and applies each plan to a fresh model in a fresh process
 (the caching allocator's reserved bytes depend on what the process did
 before) and trains a few steps under it. Writes OUT/bridge.json: per plan, the predicted
 allocated peak, reserved peak and step time beside the measured
-max_memory_allocated, max_memory_reserved and CUDA step time.
+max_memory_allocated, max_memory_reserved and CUDA step time, and for the
+offload plan the host bytes it held against the predicted host peak.
 
     python3 scripts/gpu_bridge_check.py --sacplan build/cli/sacplan \
         --out out/gpu-check [--setup FILE.py:FUNCTION] [--arg KEY=VALUE ...]
 
 --device cpu runs the same on the CPU (no reserved peak there), which is
-how the script is tested without a GPU.
+how the script is tested without a GPU; --cpu-host-link GBPS gives the CPU
+run a host link to plan offload over.
 """
 
 from __future__ import annotations
@@ -48,8 +52,8 @@ def plan(sacplan: str, profile: str, out: str, *extra: str) -> dict:
 def measure(ns, plan_path: str) -> dict:
     """Trains ns.steps steps of a fresh model under the plan, in this process."""
     setup = load_setup(ns.setup, **ns.kwargs)
-    sacplan_torch.apply_plan(setup.model, plan_path, blocks=setup.blocks,
-                             model_name=setup.name)
+    applied = sacplan_torch.apply_plan(setup.model, plan_path, blocks=setup.blocks,
+                                       model_name=setup.name)
     optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
     cuda = ns.device.startswith("cuda")
     if cuda:
@@ -59,7 +63,8 @@ def measure(ns, plan_path: str) -> dict:
                                         steps=ns.steps)
     measured = {"peak_bytes": result.peak_bytes,
                 "reserved_peak_bytes": torch.cuda.max_memory_reserved() if cuda else None,
-                "step_ms": result.step_ms}
+                "step_ms": result.step_ms,
+                "host_peak_bytes": applied.host.peak_bytes}
     return {"measured": measured, "first_loss": result.losses[0]}
 
 
@@ -88,6 +93,8 @@ def main(argv=None) -> int:
                         help="setup argument (default: size=gpu)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--cpu-host-link", type=float, metavar="GBPS",
+                        help="on CPU, the host link (GB/s each way) to plan offload over")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child's plan.json
     parser.add_argument("--result", help=argparse.SUPPRESS)   # where the child writes
     ns = parser.parse_args(argv)
@@ -103,8 +110,13 @@ def main(argv=None) -> int:
     setup = load_setup(ns.setup, **ns.kwargs)
     optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
     start = time.perf_counter()
-    sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks, optimizer=optimizer,
-                          path=profile, name=setup.name)
+    host_link = None
+    if ns.cpu_host_link and not ns.device.startswith("cuda"):
+        host_link = {"d2h_gbps": ns.cpu_host_link, "h2d_gbps": ns.cpu_host_link,
+                     "host_memory_bytes": 1 << 30}
+    captured = sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks,
+                                     optimizer=optimizer, path=profile, name=setup.name,
+                                     host_link=host_link)
     capture_s = time.perf_counter() - start
     del setup, optimizer
     gc.collect()
@@ -117,6 +129,11 @@ def main(argv=None) -> int:
               + plans["full"]["predicted"]["peak_bytes"]) // 2
     plans["optimal"] = plan(ns.sacplan, profile, os.path.join(ns.out, "bridge_plan_optimal.json"),
                             "--budget", str(budget))
+    if "host_link" in captured["device"]:
+        plans["offload"] = plan(ns.sacplan, profile,
+                                os.path.join(ns.out, "bridge_plan_offload.json"), "--budget",
+                                str(plans["full"]["predicted"]["peak_bytes"]),
+                                "--host-budget", "auto")
 
     report = {"schema": "sacplan.gpu-bridge/1", "setup": ns.setup, "args": ns.kwargs,
               "device": torch.cuda.get_device_name() if ns.device.startswith("cuda")
@@ -125,7 +142,8 @@ def main(argv=None) -> int:
     own_argv = list(argv if argv is not None else sys.argv[1:])
     for name, doc in plans.items():
         predicted = {key: doc["predicted"].get(key)
-                     for key in ("peak_bytes", "reserved_peak_bytes", "step_ms")}
+                     for key in ("peak_bytes", "reserved_peak_bytes", "step_ms",
+                                 "host_peak_bytes")}
         entry = {"predicted": predicted,
                  **measure_in_child(own_argv,
                                     os.path.join(ns.out, f"bridge_plan_{name}.json"))}

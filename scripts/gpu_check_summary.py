@@ -19,7 +19,7 @@ import sys
 from xml.etree import ElementTree
 
 SCHEMA = "sacplan.gpu-check/1"
-PLANS = ["none", "full", "attn_only", "optimal"]
+PLANS = ["none", "full", "attn_only", "optimal", "offload"]
 
 
 def load(path):
@@ -103,6 +103,12 @@ def training_summary(out, steps):
                 "step_ms": measured.get("step_ms"),
             },
         }
+        if predicted.get("offloaded_bytes"):
+            # Offload: host bytes, and the copy time the plan expects compute
+            # to wait for (measured only through the step time).
+            entry["predicted"]["host_peak_bytes"] = predicted.get("host_peak_bytes")
+            entry["predicted"]["exposed_copy_ms"] = predicted.get("exposed_copy_ms")
+            entry["measured"]["host_peak_bytes"] = measured.get("host_peak_bytes")
         if plan is not None:
             entry["budget_bytes"] = plan.get("budget_bytes")
         entry["error"] = {

@@ -3,6 +3,7 @@
 #include "sacplan/profiler/cuda_profiler.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@ namespace {
 struct GpuInfo {
   std::string name;
   int64_t memory_bytes = 0;
+  int count = 0;  // GPUs on this machine
 };
 
 absl::StatusOr<GpuInfo> OpenGpu(int index) {
@@ -36,7 +38,56 @@ absl::StatusOr<GpuInfo> OpenGpu(int index) {
   cudaDeviceProp properties{};
   SACPLAN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&properties, index));
   SACPLAN_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
-  return GpuInfo{properties.name, static_cast<int64_t>(properties.totalGlobalMem)};
+  return GpuInfo{properties.name, static_cast<int64_t>(properties.totalGlobalMem), count};
+}
+
+// The link to pinned host memory, one way at a time, as one copy engine
+// moves it: a 256 MiB copy each way, timed by events after one untimed.
+// Host memory is the node's RAM shared by its GPUs.
+absl::StatusOr<HostLink> MeasureHostLink(int count) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  void* host = nullptr;
+  void* device = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t end = nullptr;
+  auto release = [&]() -> absl::Status {
+    if (host != nullptr) SACPLAN_CUDA_RETURN_IF_ERROR(cudaFreeHost(host));
+    if (device != nullptr) SACPLAN_CUDA_RETURN_IF_ERROR(cudaFree(device));
+    if (start != nullptr) SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventDestroy(start));
+    if (end != nullptr) SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventDestroy(end));
+    return absl::OkStatus();
+  };
+  auto measure = [&](cudaMemcpyKind kind, double& gbps) -> absl::Status {
+    void* to = kind == cudaMemcpyDeviceToHost ? host : device;
+    const void* from = kind == cudaMemcpyDeviceToHost ? device : host;
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, kBytes, kind, nullptr));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, nullptr));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, kBytes, kind, nullptr));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventRecord(end, nullptr));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end));
+    float ms = 0;
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, end));
+    gbps = static_cast<double>(kBytes) / (static_cast<double>(ms) * 1e6);
+    return absl::OkStatus();
+  };
+  HostLink link;
+  absl::Status status = [&]() -> absl::Status {
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, kBytes));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaMalloc(&device, kBytes));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+    SACPLAN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
+    RETURN_IF_ERROR(measure(cudaMemcpyDeviceToHost, link.d2h_gbps));
+    return measure(cudaMemcpyHostToDevice, link.h2d_gbps);
+  }();
+  const absl::Status released = release();
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(released);
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_bytes > 0 && count > 0) {
+    link.host_memory_bytes = static_cast<int64_t>(pages) * page_bytes / count;
+  }
+  return link;
 }
 
 nlohmann::json MeasurementJson(const CudaProfileOptions& options,
@@ -82,6 +133,8 @@ absl::StatusOr<CudaProfileResult> MeasureCudaProfile(
         "--device cuda:", options.device_index, ": must be >= 0"));
   }
   ASSIGN_OR_RETURN(const GpuInfo gpu, OpenGpu(options.device_index));
+  // Before CUPTI starts recording: these copies are not the model's.
+  ASSIGN_OR_RETURN(const HostLink host_link, MeasureHostLink(gpu.count));
   const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(options.device_index));
   ASSIGN_OR_RETURN(std::unique_ptr<MemoryMeter> meter, CreateMemoryMeter(device));
   ASSIGN_OR_RETURN(std::unique_ptr<gpu_internal::CuptiCollector> collector,
@@ -105,6 +158,7 @@ absl::StatusOr<CudaProfileResult> MeasureCudaProfile(
   result.profile.source = "cupti";
   result.profile.device = gpu.name;
   result.profile.device_memory_bytes = gpu.memory_bytes;
+  result.profile.model.host_link = host_link;
   result.profile.measurement = MeasurementJson(options, result.totals);
   if (result.totals.dropped_records > 0) {
     result.notes.push_back(

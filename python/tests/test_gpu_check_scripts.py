@@ -48,6 +48,11 @@ def test_summary_reads_gtest_xml_and_the_bridge(tmp_path):
                              "run_type": "iteration", "real_time": 0.69,
                              "fused_ms": 0.69, "aten_ms": 2.61, "speedup": 3.78}]}
     (tmp_path / "bench_kernels.json").write_text(json.dumps(bench))
+    (tmp_path / "plan_offload.json").write_text(json.dumps({"predicted": {
+        "peak_bytes": 100, "step_ms": 2.0, "offloaded_bytes": 50, "host_peak_bytes": 50,
+        "exposed_copy_ms": 0.5}}))
+    (tmp_path / "run_offload.json").write_text(json.dumps({"measured": {
+        "peak_bytes": 99, "step_ms": 2.1, "host_peak_bytes": 48}}))
     (tmp_path / "steps.tsv").write_text(
         f"gpu_tests_kernels_gpu_test\t1\t2\t{tmp_path}/k.log\nbridge\t0\t30\t{tmp_path}/b.log\n")
     done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_check_summary.py"),
@@ -60,21 +65,31 @@ def test_summary_reads_gtest_xml_and_the_bridge(tmp_path):
     assert summary["kernels"]["speedup"]["speedups"] == [
         {"benchmark": "BM_Rope/72000", "fused_ms": 0.69, "aten_ms": 2.61, "speedup": 3.78}]
     assert summary["bridge"]["plans"]["full"]["measured"]["peak_bytes"] == 101
+    offload = summary["training"]["offload"]
+    assert offload["predicted"]["host_peak_bytes"] == 50
+    assert offload["predicted"]["exposed_copy_ms"] == 0.5
+    assert offload["measured"]["host_peak_bytes"] == 48
+    assert abs(offload["error"]["peak_bytes"] + 0.01) < 1e-9
     assert "bridge full" in done.stdout
 
 
 def test_bridge_check_on_the_cpu(tmp_path):
     done = subprocess.run(
         [sys.executable, str(SCRIPTS / "gpu_bridge_check.py"), "--sacplan", sacplan_binary(),
-         "--out", str(tmp_path), "--device", "cpu", "--arg", "size=small", "--steps", "1"],
+         "--out", str(tmp_path), "--device", "cpu", "--arg", "size=small", "--steps", "1",
+         "--cpu-host-link", "1000000"],
         capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "bridge.json").read_text())
     plans = report["plans"]
-    assert sorted(plans) == ["attn_only", "full", "none", "optimal"]
+    assert sorted(plans) == ["attn_only", "full", "none", "offload", "optimal"]
     for name, entry in plans.items():
         assert entry["measured"]["reserved_peak_bytes"] is None  # no caching allocator on CPU
         assert abs(entry["error"]["peak_bytes"]) < 0.02, (name, entry)
+        assert entry["measured"]["host_peak_bytes"] == (entry["predicted"]["host_peak_bytes"] or 0)
+    # Offload beats full checkpointing at full's own peak.
+    assert plans["offload"]["predicted"]["host_peak_bytes"] > 0
+    assert plans["offload"]["predicted"]["step_ms"] < plans["full"]["predicted"]["step_ms"]
     # The optimal plan's budget lies between full's and none's peaks, and
     # its predicted peak fits it.
     budget = report["optimal_budget_bytes"]
