@@ -24,11 +24,12 @@ cd "$(dirname "$0")/.."
 
 dest="${1:-build-gpu-bundle}"
 programs=(cli/sacplan cli/sacplan-torch tests/kernels/sacplan_kernels_gpu_test
-          tests/profiler/sacplan_cuda_profiler_test bench/bench_kernels)
+          tests/profiler/sacplan_cuda_profiler_test tests/executor/sacplan_cuda_offload_test
+          bench/bench_kernels)
 
 cmake --preset default -DSACPLAN_WITH_CUPTI=ON >/dev/null
 cmake --build --preset default --target sacplan sacplan-torch sacplan_kernels_gpu_test \
-  sacplan_cuda_profiler_test bench_kernels
+  sacplan_cuda_profiler_test sacplan_cuda_offload_test bench_kernels
 rm -rf "$dest"
 mkdir -p "$dest/lib"
 for program in "${programs[@]}"; do

@@ -18,42 +18,12 @@ namespace sacplan {
 namespace {
 
 using testing::CaseName;
+using testing::ClearGrads;
+using testing::Collect;
+using testing::Gradients;
 using testing::ModelCase;
 using testing::NamedPlan;
-
-struct Gradients {
-  double loss = 0;
-  std::vector<at::Tensor> params;
-  std::vector<at::Tensor> inputs;  // carried, then shared that take grads
-};
-
-void ClearGrads(const TorchModel& model) {
-  for (const at::Tensor& p : model.Parameters()) p.mutable_grad().reset();
-}
-
-// Retains the block-stack inputs' gradients, runs backward, collects.
-Gradients Collect(const TorchModel& model, at::Tensor loss, BlockStackInputs& in) {
-  std::vector<at::Tensor> inputs{in.carried};
-  for (const at::Tensor& t : in.shared) {
-    if (t.defined() && t.requires_grad()) inputs.push_back(t);
-  }
-  for (at::Tensor& t : inputs) t.retain_grad();
-  loss.backward();
-  Gradients g;
-  g.loss = loss.item<double>();
-  for (const at::Tensor& t : inputs) g.inputs.push_back(t.grad().clone());
-  for (const at::Tensor& p : model.Parameters()) {
-    g.params.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
-  }
-  return g;
-}
-
-Gradients Reference(const TorchModel& model, const Batch& batch) {
-  ClearGrads(model);
-  BlockStackInputs in;
-  at::Tensor loss = AutogradLoss(model, batch, &in);
-  return Collect(model, std::move(loss), in);
-}
+using testing::Reference;
 
 class GradientParityTest : public ::testing::TestWithParam<ModelCase> {};
 
@@ -113,14 +83,7 @@ TEST_P(GradientParityTest, OffloadPlansMatchAutograd) {
       at::Tensor loss = (*executor)->Loss(batch, &in);
       const Gradients got = Collect(*model, std::move(loss), in);
       EXPECT_GT((*executor)->last_host_peak_bytes(), 0);
-      EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss));
-      for (size_t i = 0; i < want.inputs.size(); ++i) {
-        EXPECT_LE(testing::RelErr(got.inputs[i], want.inputs[i]), 1e-5) << "input " << i;
-      }
-      for (size_t p = 0; p < want.params.size(); ++p) {
-        ASSERT_TRUE(got.params[p].defined()) << "parameter " << p << " got no grad";
-        EXPECT_LE(testing::RelErr(got.params[p], want.params[p]), 1e-5) << "parameter " << p;
-      }
+      testing::ExpectSameGradients(got, want);
     }
   }
 }

@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "models_torch/torch_test_util.h"
+#include "sacplan/executor/executor.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/solver.h"
 #include "sacplan/profiler/device.h"
@@ -105,6 +107,56 @@ inline std::vector<OffloadPlan> OffloadPlansToCheck(const Model& timed, Semantic
     inputs.offloaded.push_back(std::move(mask));
   }
   return {{"offload@least", least.masks, least.offloaded}, std::move(inputs)};
+}
+
+// Gradients of one step: the loss, every parameter's, and the block
+// stack's inputs' (carried, then the shared ones that take grads).
+struct Gradients {
+  double loss = 0;
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> inputs;  // carried, then shared that take grads
+};
+
+inline void ClearGrads(const TorchModel& model) {
+  for (const at::Tensor& p : model.Parameters()) p.mutable_grad().reset();
+}
+
+// Retains the block-stack inputs' gradients, runs backward, collects.
+inline Gradients Collect(const TorchModel& model, at::Tensor loss, BlockStackInputs& in) {
+  std::vector<at::Tensor> inputs{in.carried};
+  for (const at::Tensor& t : in.shared) {
+    if (t.defined() && t.requires_grad()) inputs.push_back(t);
+  }
+  for (at::Tensor& t : inputs) t.retain_grad();
+  loss.backward();
+  Gradients g;
+  g.loss = loss.item<double>();
+  for (const at::Tensor& t : inputs) g.inputs.push_back(t.grad().clone());
+  for (const at::Tensor& p : model.Parameters()) {
+    g.params.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+  return g;
+}
+
+inline Gradients Reference(const TorchModel& model, const Batch& batch) {
+  ClearGrads(model);
+  BlockStackInputs in;
+  at::Tensor loss = AutogradLoss(model, batch, &in);
+  return Collect(model, std::move(loss), in);
+}
+
+// Expects `got` to equal `want` within 1e-5 (relative).
+inline void ExpectSameGradients(const Gradients& got, const Gradients& want) {
+  EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss));
+  ASSERT_EQ(got.inputs.size(), want.inputs.size());
+  for (size_t i = 0; i < want.inputs.size(); ++i) {
+    EXPECT_LE(RelErr(got.inputs[i], want.inputs[i]), 1e-5) << "input " << i;
+  }
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t p = 0; p < want.params.size(); ++p) {
+    ASSERT_TRUE(got.params[p].defined()) << "parameter " << p << " got no grad";
+    EXPECT_LE(RelErr(got.params[p], want.params[p]), 1e-5) << "parameter " << p;
+  }
 }
 
 }  // namespace sacplan::testing

@@ -42,6 +42,11 @@ TEST(CudaProfilerTest, TimesEveryOpFromItsKernels) {
   EXPECT_EQ(profile.source, "cupti");
   EXPECT_EQ(profile.device, result->device_name);
   EXPECT_GT(profile.device_memory_bytes, 0);
+  // The link to pinned host memory, measured: well above 1 GB/s each way
+  // on any PCIe or NVLink-C2C GPU, and a share of the node's RAM.
+  EXPECT_GT(profile.model.host_link.d2h_gbps, 1.0);
+  EXPECT_GT(profile.model.host_link.h2d_gbps, 1.0);
+  EXPECT_GT(profile.model.host_link.host_memory_bytes, 0);
   EXPECT_EQ(result->totals.dropped_records, 0u);
   EXPECT_EQ(result->totals.lost_samples, 0);
   EXPECT_EQ(profile.measurement.at("timer"), "cupti");
