@@ -35,6 +35,7 @@ BlockInterpreter::BlockInterpreter(const BlockAnalysis& block, const BlockSchedu
 }
 
 std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& carried) {
+  forward_start_ms_ = clock_ms_;
   for (size_t s = 0; s < carried.size(); ++s) activations_[block_.carried_inputs[s]] = carried[s];
   ForwardCopies(-1);
   for (size_t k = 0; k < schedule_.forward.size(); ++k) {
@@ -61,6 +62,7 @@ void BlockInterpreter::EndAutocastRegion() {
 }
 
 std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& output_grads) {
+  backward_start_ms_ = clock_ms_;
   grads_.assign(schedule_.grad_buffer_bytes.size(), -1);
   // Buffers 0 to streams - 1 are the outputs' gradients (LowerGradients).
   std::copy(output_grads.begin(), output_grads.end(), grads_.begin());

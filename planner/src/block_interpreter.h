@@ -44,6 +44,9 @@ class BlockInterpreter {
   std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads);
   // The parameter-gradient buffers Backward allocated, one per backward op.
   const std::vector<BufferId>& param_grads() const { return param_grads_; }
+  // The step's clock as Forward and Backward started.
+  double forward_start_ms() const { return forward_start_ms_; }
+  double backward_start_ms() const { return backward_start_ms_; }
 
  private:
   void BackwardOp(const ScheduleStep& step);
@@ -61,6 +64,8 @@ class BlockInterpreter {
   int block_index_;
   MemoryTracker& tracker_;
   double& clock_ms_;
+  double forward_start_ms_ = 0;
+  double backward_start_ms_ = 0;
   std::vector<bool> carried_held_before_;
   std::vector<BufferId> activations_;  // per tensor, its latest buffer
   std::vector<BufferId> grads_;        // per gradient buffer number

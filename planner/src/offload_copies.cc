@@ -40,7 +40,9 @@ void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule
     const TensorNode& node = block.tensors[copy.tensor];
     copy.issued_after = node.producer;  // -1 for a carried input
     const double issued_ms = node.producer >= 0 ? step_end_ms[node.producer] : 0;
-    const double done_ms = std::max(issued_ms, engine_free_ms) + copy.d2h_ms;
+    copy.to_host_start_ms = std::max(issued_ms, engine_free_ms);
+    const double done_ms = copy.to_host_start_ms + copy.d2h_ms;
+    copy.to_host_end_ms = done_ms;
     engine_free_ms = done_ms;
     int last_reader = node.consumers.empty() ? std::max(node.producer, 0) : node.consumers.back();
     if (semantics == Semantics::kTorchSac) last_reader = std::max(last_reader, node.held_until);
@@ -155,8 +157,11 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   for (int s = 0; s < steps; ++s) {
     double ready_ms = clock_ms;
     for (; next < prefetched.size() && prefetched[next]->prefetch_before == s; ++next) {
-      engine_free_ms = std::max(engine_free_ms, clock_ms) + prefetched[next]->h2d_ms;
-      arrives_ms[prefetched[next]->tensor] = engine_free_ms;
+      OffloadCopy& copy = *prefetched[next];
+      copy.to_device_start_ms = std::max(engine_free_ms, clock_ms);
+      engine_free_ms = copy.to_device_start_ms + copy.h2d_ms;
+      copy.to_device_end_ms = engine_free_ms;
+      arrives_ms[copy.tensor] = engine_free_ms;
     }
     if (rerun_unpacks) {
       // Given back in its op's place in the re-run, each is waited for there.

@@ -179,6 +179,20 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   RETURN_IF_ERROR(tracker.Check());
   RETURN_IF_ERROR(host.Check());
   result.host_peak_bytes = host.peak_bytes();
+  if (options.record_timeline) {
+    for (int b = 0; b < block_count; ++b) {
+      for (const OffloadCopy& copy : schedules[b].offload.copies) {
+        const std::string& id = model.blocks[b].tensors[copy.tensor].id;
+        const double forward_ms = blocks[b].forward_start_ms();
+        result.copies.push_back({true, b, id, forward_ms + copy.to_host_start_ms,
+                                 forward_ms + copy.to_host_end_ms, copy.bytes});
+        if (copy.prefetch_before < 0) continue;
+        const double backward_ms = blocks[b].backward_start_ms();
+        result.copies.push_back({false, b, id, backward_ms + copy.to_device_start_ms,
+                                 backward_ms + copy.to_device_end_ms, copy.bytes});
+      }
+    }
+  }
 
   result.peak_bytes = tracker.peak_bytes();
   result.peak = tracker.peak_location();

@@ -16,6 +16,8 @@ namespace {
 constexpr int kWidth = 1200;
 constexpr int kHeight = 400;
 constexpr int kHoverSlots = 300;
+// Offload: two lanes under the axis title, one per copy engine.
+constexpr int kCopyLanesHeight = 40;
 
 std::string DescribeWhere(const StepLocation& where) {
   std::string text = PhaseName(where.phase);
@@ -80,6 +82,32 @@ std::string CollectiveTicks(const std::vector<TimelinePoint>& timeline,
   return out;
 }
 
+// The copy engines' work under the plot: one lane to the host, one back,
+// a bar per copy (its block, tensor, bytes and span in the title).
+std::string CopyLanes(const std::vector<CopySpan>& copies, const PlotFrame& f) {
+  std::string out = "<g class=\"copy-lanes\">";
+  for (const bool to_host : {true, false}) {
+    const double y = f.bottom() + (to_host ? 46 : 62);
+    absl::StrAppend(&out, "<text class=\"tick\" x=\"", Num(f.left - 6, 1), "\" y=\"",
+                    Num(y + 8, 1), "\" text-anchor=\"end\">",
+                    to_host ? "to host" : "to device", "</text>");
+    for (const CopySpan& copy : copies) {
+      if (copy.to_host != to_host) continue;
+      const double x = f.X(copy.start_ms);
+      const double width = std::max(1.0, f.X(copy.end_ms) - x);
+      absl::StrAppend(
+          &out, "<rect class=\"mark copy ", to_host ? "to-host" : "to-device", "\" x=\"",
+          Num(x, 1), "\" y=\"", Num(y, 1), "\" width=\"", Num(width, 1),
+          "\" height=\"10\" fill=\"", to_host ? palette::kBlack : palette::kPurple,
+          "\"><title>block ", copy.block, " ", EscapeHtml(copy.tensor), ": ",
+          EscapeHtml(FormatBytes(copy.bytes)), to_host ? " to the host, " : " back, ",
+          Num(copy.start_ms, 1), "-", Num(copy.end_ms, 1), " ms</title></rect>");
+    }
+  }
+  absl::StrAppend(&out, "</g>");
+  return out;
+}
+
 }  // namespace
 
 std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
@@ -101,7 +129,9 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
   const double top_gb = std::max({result.peak_bytes, budget_bytes, host_peak_bytes}) / 1e9;
   f.y_hi = top_gb > 0 ? top_gb * 1.1 : 1;
 
-  std::string out = SvgOpen(id, "timeline", kWidth, kHeight,
+  const bool has_copies = !result.copies.empty();
+  std::string out = SvgOpen(id, "timeline", kWidth,
+                            kHeight + (has_copies ? kCopyLanesHeight : 0),
                             absl::StrCat("memory timeline of ", plan.name));
   absl::StrAppend(&out, Axes(f, "simulated step time (ms)", 0,
                              "live memory (GB)", f.y_hi < 5 ? 2 : 0));
@@ -168,6 +198,7 @@ std::string TimelineSvg(const ReportPlan& plan, int64_t budget_bytes,
                     "\"><title>host memory (offload)</title></path>");
   }
   absl::StrAppend(&out, CollectiveTicks(timeline, collective_ops, f));
+  if (has_copies) absl::StrAppend(&out, CopyLanes(result.copies, f));
 
   if (budget_bytes > 0) {
     const std::string y = Num(f.Y(budget_bytes / 1e9), 1);

@@ -160,6 +160,26 @@ TEST(OffloadStepTest, TwoBlocksByHand) {
   EXPECT_DOUBLE_EQ(moved.step_ms, kept.step_ms + 1.0);
   EXPECT_EQ(moved.offloaded_bytes, 400);
   EXPECT_EQ(moved.host_peak_bytes, 400);
+  // With the timeline, the copies in the step's time: fc.out goes to the
+  // host from 3 to 5 ms (block 0's forward starts the step) and comes back
+  // in 1 ms during block 0's backward.
+  SimulateOptions options;
+  options.record_timeline = true;
+  const StepResult timed = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, {kFcOut, {}},
+                                         Semantics::kSacplan, options);
+  ASSERT_EQ(timed.copies.size(), 2u);
+  const CopySpan& out = timed.copies[0];
+  const CopySpan& back = timed.copies[1];
+  EXPECT_TRUE(out.to_host);
+  EXPECT_FALSE(back.to_host);
+  EXPECT_EQ(out.tensor, "fc.out");
+  EXPECT_EQ(out.block, 0);
+  EXPECT_EQ(out.bytes, 400);
+  EXPECT_DOUBLE_EQ(out.start_ms, 3.0);
+  EXPECT_DOUBLE_EQ(out.end_ms, 5.0);
+  EXPECT_DOUBLE_EQ(back.end_ms - back.start_ms, 1.0);
+  EXPECT_GT(back.start_ms, out.end_ms);
+  EXPECT_TRUE(moved.copies.empty());  // recorded only with the timeline
   // Both blocks sending their input and fc.out: 600 B on the host at once.
   const OffloadMask both{true, true, false, false};
   const StepResult two = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, {both, both},

@@ -146,8 +146,9 @@ TEST_F(ReportTest, DecisionMapHasACellPerBlockAndOpMatchingTheSchedule) {
 }
 
 // A report solved with offload: the plan's line names the host bytes, its
-// timeline draws the host's bytes as a line reaching the host peak, and
-// its decision map and op table count the offloaded ops.
+// timeline draws the host's bytes as a line reaching the host peak and
+// each copy on its engine's lane, and its decision map and op table count
+// the offloaded ops.
 TEST(ReportOffloadTest, TimelineDecisionsAndTableShowTheOffload) {
   const std::unique_ptr<LoadedModel> model = LoadModel("wan2.1-1.3b");
   reports::ReportOptions options;
@@ -168,6 +169,13 @@ TEST(ReportOffloadTest, TimelineDecisionsAndTableShowTheOffload) {
   ASSERT_NE(line, std::string::npos);
   const std::string path = timeline.substr(line, timeline.find("</path>", line) - line);
   EXPECT_LT(TopOfPath(path), Attribute(timeline.substr(timeline.find("budget-line")), "y1"));
+  // The copy engines' lanes: a bar per copy each way, as the step ran them.
+  int to_host = 0, to_device = 0;
+  for (const CopySpan& copy : chosen.result.copies) (copy.to_host ? to_host : to_device) += 1;
+  ASSERT_GT(to_host, 0);
+  EXPECT_EQ(Count(timeline, "class=\"mark copy to-host\""), to_host);
+  EXPECT_EQ(Count(timeline, "class=\"mark copy to-device\""), to_device);
+  EXPECT_EQ(Count(SvgById(html, "timeline-1"), "class=\"mark copy"), 0);  // no offload there
   int offloaded = 0;
   for (size_t b = 0; b < chosen.offloaded.size(); ++b) {
     const BlockAnalysis& block = model->analyzed.blocks[b];

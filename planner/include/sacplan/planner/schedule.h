@@ -138,6 +138,13 @@ struct OffloadCopy {
   int prefetch_before = -1;
   double d2h_ms = 0;  // the copies' durations at the link's bandwidths
   double h2d_ms = 0;
+  // When each copy runs on its engine: to the host, from the block's
+  // forward start; back, from its backward start (waits included). Back:
+  // 0 and 0 when never fetched.
+  double to_host_start_ms = 0;
+  double to_host_end_ms = 0;
+  double to_device_start_ms = 0;
+  double to_device_end_ms = 0;
 };
 
 struct BlockCopies {

@@ -7,6 +7,7 @@
 #define SACPLAN_PLANNER_SIMULATOR_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,16 @@
 #include "sacplan/planner/schedule.h"
 
 namespace sacplan {
+
+// Offload: one copy on a copy engine, in the step's time.
+struct CopySpan {
+  bool to_host = true;  // false: back to the device
+  int block = 0;
+  std::string tensor;   // its id in the block
+  double start_ms = 0;
+  double end_ms = 0;
+  int64_t bytes = 0;
+};
 
 struct StepResult {
   int64_t peak_bytes = 0;
@@ -37,6 +48,8 @@ struct StepResult {
   int recomputed_ops = 0;
   std::vector<TimelinePoint> timeline;  // filled when asked for
   std::vector<MemoryEvent> events;      // filled when asked for
+  // With the timeline: every offload copy, in the order blocks issue them.
+  std::vector<CopySpan> copies;
 };
 
 // A model analysed once, reusable across many simulations and plans.
