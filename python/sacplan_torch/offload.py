@@ -45,15 +45,12 @@ from .storage import storage_key, tensors_of
 
 class HostPool:
     """Host memory an applied plan holds: `live_bytes` now, `peak_bytes` the
-    most at once since `reset_peak()`."""
+    most at once since the plan was applied."""
 
     def __init__(self) -> None:
         self.live_bytes = 0
         self.peak_bytes = 0
         self._streams: Dict[torch.device, Any] = {}
-
-    def reset_peak(self) -> None:
-        self.peak_bytes = self.live_bytes
 
     def _hold(self, owner: Any, nbytes: int) -> None:
         self.live_bytes += nbytes
