@@ -44,10 +44,8 @@ class CudaHostCopies final : public HostCopies {
     }
     // The schedule frees the device buffer before the copy may be done.
     c10::cuda::CUDACachingAllocator::recordStream(device.storage().data_ptr(), to_host_);
-    auto done = std::make_shared<at::cuda::CUDAEvent>();
-    done->record(to_host_);
-    copied_out_[host.data_ptr()] = done;
-    last_out_ = done;
+    last_out_ = std::make_shared<at::cuda::CUDAEvent>();
+    last_out_->record(to_host_);
     return host;
   }
 
@@ -60,12 +58,9 @@ class CudaHostCopies final : public HostCopies {
     const c10::cuda::CUDAGuard guard(device_);
     // Allocated on the compute stream, where it is read and freed.
     at::Tensor device = at::empty(host.sizes(), host.options().device(device_));
+    // After compute, which waited for every copy out at its block's
+    // forward end (FinishCopiesToHost): `host` holds its data.
     Follow(to_device_);
-    auto out = copied_out_.find(host.data_ptr());
-    if (out != copied_out_.end()) {
-      out->second->block(to_device_);
-      copied_out_.erase(out);
-    }
     {
       const c10::cuda::CUDAStreamGuard on(to_device_);
       device.copy_(host, /*non_blocking=*/true);
@@ -101,8 +96,7 @@ class CudaHostCopies final : public HostCopies {
   std::shared_ptr<HostBytes> bytes_;
   c10::cuda::CUDAStream to_host_;
   c10::cuda::CUDAStream to_device_;
-  // By host pointer: the copy out not yet followed by its copy back.
-  std::map<const void*, std::shared_ptr<at::cuda::CUDAEvent>> copied_out_;
+  // The last copy out not yet waited for (the stream runs them in order).
   std::shared_ptr<at::cuda::CUDAEvent> last_out_;
   // By device pointer: copies back compute has not waited for yet.
   std::map<const void*, std::shared_ptr<at::cuda::CUDAEvent>> arriving_;

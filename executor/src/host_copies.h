@@ -29,9 +29,9 @@ class HostCopies {
   // Compute goes on only once every copy to the host is done (a block's
   // forward end: its copies never outlive it).
   virtual void FinishCopiesToHost() = 0;
-  // The tensor `host` (from ToHost) copied back, allocated now on the
-  // device; on CUDA the copy runs on a side stream, and compute must call
-  // BeforeRead before reading it.
+  // The tensor `host` (from ToHost, once FinishCopiesToHost has run since)
+  // copied back, allocated now on the device; on CUDA the copy runs on a
+  // side stream, and compute must call BeforeRead before reading it.
   virtual at::Tensor ToDevice(const at::Tensor& host) = 0;
   // Compute waits for `device`'s copy back if it came from ToDevice and
   // is not yet waited for; anything else: nothing to do.

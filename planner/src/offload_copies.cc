@@ -65,12 +65,10 @@ double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
   return step.kind == StepKind::kRecompute ? op.fwd_ms : op.bwd_ms;
 }
 
-// Backward: prefetches go in the order their tensors are first read. Each
-// is placed as late as the host-to-device engine allows for it to arrive
-// before its reader starts, had nothing waited (latest first: a prefetch
-// must also be done before the next one's latest start), and issued before
-// the step during which that moment falls. Then the steps run on a clock
-// that waits at a step for whatever it reads that has not arrived.
+// The backward step a checkpointed torch-sac block's re-run starts at: after
+// the backward of the ops after its stop.
+int RerunStart(const BlockAnalysis& block) { return block.op_count() - 1 - block.last_saving_op; }
+
 // torch-sac, checkpointed: PyTorch needs back what was packed to the host
 // when the re-run reaches it, not when backward first reads it: the carried
 // inputs as the re-run starts (checkpoint unpacks the saved inputs to call
@@ -82,8 +80,7 @@ double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
 std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& schedule) {
   const int steps = static_cast<int>(schedule.backward.size());
   std::vector<int> arrival(block.tensors.size(), steps);
-  // The re-run starts after the backward of the ops after its stop.
-  const int start = block.op_count() - 1 - block.last_saving_op;
+  const int start = RerunStart(block);
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
     const TensorNode& node = block.tensors[t];
     if (node.carried_input) {
@@ -101,6 +98,15 @@ std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& 
   return arrival;
 }
 
+// Backward: prefetches go in the order their tensors are first read. Each
+// is placed as late as the host-to-device engine allows for it to arrive
+// before its reader starts, had nothing waited (latest first: a prefetch
+// must also be done before the next one's latest start), and issued before
+// the step during which that moment falls. Then the steps run on a clock
+// that waits at a step for whatever it reads that has not arrived.
+// With `rerun_unpacks` (torch-sac, checkpointed) every copy is issued as
+// the re-run starts and waited for where the re-run needs it
+// (RerunArrivals).
 void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
                         bool rerun_unpacks, BlockCopies& copies) {
   const int steps = static_cast<int>(schedule.backward.size());
@@ -118,9 +124,8 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   if (rerun_unpacks) {
     unpacked_at = RerunArrivals(block, schedule);
     // All are issued as the re-run starts, in the order it reaches them.
-    const int start = block.op_count() - 1 - block.last_saving_op;
     for (OffloadCopy& copy : copies.copies) {
-      copy.prefetch_before = start;
+      copy.prefetch_before = RerunStart(block);
       prefetched.push_back(&copy);
     }
     std::stable_sort(prefetched.begin(), prefetched.end(),

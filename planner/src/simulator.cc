@@ -92,17 +92,27 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   return SimulateStep(model, masks, {}, semantics, options);
 }
 
+namespace {
+
+// Clears in `mask` the carried inputs of `block` whose stream the block
+// before holds (`held_before`, its holds_output): that block frees them in
+// its own backward, so they stay on the device.
+void DropHeldInputs(const BlockAnalysis& block, const std::vector<bool>& held_before,
+                    OffloadMask& mask) {
+  for (int t : block.carried_inputs) {
+    if (held_before[block.tensors[t].stream]) mask[t] = false;
+  }
+}
+
+}  // namespace
+
 void DropHeldInputOffloads(const AnalyzedModel& model, const std::vector<SaveMask>& masks,
                            Semantics semantics, std::vector<OffloadMask>& offloaded) {
   for (size_t b = 1; b < offloaded.size(); ++b) {
     if (offloaded[b].empty()) continue;
-    const BlockAnalysis& block = model.blocks[b];
-    // The block before frees an output it holds in its own backward.
-    const std::vector<bool> held =
-        DecideSaves(model.blocks[b - 1], masks[b - 1], semantics).holds_output;
-    for (int t : block.carried_inputs) {
-      if (held[block.tensors[t].stream]) offloaded[b][t] = false;
-    }
+    DropHeldInputs(model.blocks[b],
+                   DecideSaves(model.blocks[b - 1], masks[b - 1], semantics).holds_output,
+                   offloaded[b]);
   }
 }
 
@@ -117,14 +127,14 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   const int block_count = static_cast<int>(model.blocks.size());
   std::vector<BlockSchedule> schedules;
   schedules.reserve(block_count);
-  std::vector<OffloadMask> moved = offloaded;
-  DropHeldInputOffloads(model, masks, semantics, moved);
   for (int b = 0; b < block_count; ++b) {
-    if (moved.empty() || moved[b].empty()) {
+    if (offloaded.empty() || offloaded[b].empty()) {
       schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics));
       continue;
     }
-    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, moved[b],
+    OffloadMask mask = offloaded[b];
+    if (b > 0) DropHeldInputs(model.blocks[b], schedules[b - 1].holds_output, mask);
+    schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, mask,
                                    model.model->host_link));
   }
 

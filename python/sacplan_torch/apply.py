@@ -19,7 +19,7 @@ from .blocks import BlockSpec, eager_block, find_blocks
 from .compiled import BlockNamer
 from .errors import SacplanError, one_line
 from .naming import is_collective, is_named, is_random, split_op_id
-from .offload import HostPool, _Pending, checkpoint_contexts, input_offload, plain_offload
+from .offload import HostPool, PendingCall, checkpoint_contexts, input_offload, plain_offload
 from .plan_doc import PlanLike, check_input_matches, check_plan_matches, load_plan
 
 _APPLIED = "_sacplan_applied_forward"
@@ -161,7 +161,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
     seen: Set[str] = set()
     draws: List[Tuple[str, bool]] = []
     state = {"checked": False}
-    pending = _Pending()
+    pending = PendingCall()
 
     trace = _trace_enabled()
     traced: Set[Tuple[str, bool]] = set()
@@ -205,11 +205,6 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             namer.reset()
         return original(*args, **kwargs)
 
-    def plain(*args, **kwargs):
-        inputs = _bound_inputs(original, offload_inputs, args, kwargs)
-        with plain_offload(namer.name, offload_ops, inputs, applied.host, seen):
-            return run(*args, **kwargs)
-
     def forward(*args, **kwargs):
         if torch.compiler.is_compiling():
             if offload_inputs or offload_ops:
@@ -226,10 +221,11 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             check_input_matches(applied.plan, original, args, kwargs)
         if not torch.is_grad_enabled():
             return original(*args, **kwargs)
+        inputs = _bound_inputs(original, offload_inputs, args, kwargs)
         if not checkpointed:
-            out = plain(*args, **kwargs)
+            with plain_offload(namer.name, offload_ops, inputs, applied.host, seen):
+                out = run(*args, **kwargs)
         else:
-            inputs = _bound_inputs(original, offload_inputs, args, kwargs)
             with input_offload(inputs, applied.host):
                 out = checkpoint(run, *args, use_reentrant=False, context_fn=contexts, **kwargs)
         if not state["checked"]:

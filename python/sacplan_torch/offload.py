@@ -147,7 +147,7 @@ class _Arriving:
         return self.tensor
 
 
-class _Pending:
+class PendingCall:
     """The call the policy just chose to offload, for the mode under the
     selective checkpoint's to claim: that mode runs each call right after
     the policy has seen it."""
@@ -175,7 +175,7 @@ def _check_copyable(op_id: str, func) -> None:
 
 
 class _CopyOutputs(TorchDispatchMode):
-    def __init__(self, pending: _Pending, pool: HostPool, copies: "_Stash"):
+    def __init__(self, pending: PendingCall, pool: HostPool, copies: "_Stash"):
         super().__init__()
         self.pending, self.pool, self.copies = pending, pool, copies
 
@@ -212,7 +212,7 @@ class _Stash:
 
 
 class _ReturnCopies(TorchDispatchMode):
-    def __init__(self, pending: _Pending, copies: _Stash):
+    def __init__(self, pending: PendingCall, copies: _Stash):
         super().__init__()
         self.pending, self.copies = pending, copies
 
@@ -235,7 +235,7 @@ def _under(lower, upper):
         yield
 
 
-def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: _Pending,
+def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: PendingCall,
                         pool: HostPool) -> Tuple[Any, Any]:
     """The forward and re-run contexts of one checkpointed call: selective
     checkpoint's, over the modes that copy the offloaded ops' outputs out
@@ -290,10 +290,12 @@ class SavedOffload:
     not tensors, are remembered: code often keeps only a view of an
     output, or saves several."""
 
-    def __init__(self, pool: HostPool) -> None:
+    def __init__(self, pool: HostPool, inputs: List[torch.Tensor]) -> None:
         self.pool = pool
         self.offloaded: Dict[Any, StorageWeakRef] = {}
         self._packed: Dict[Any, _Packed] = {}
+        for t in inputs:
+            self.mark(t)
 
     def mark(self, t: torch.Tensor) -> None:
         key = storage_key(t)
@@ -347,25 +349,17 @@ class _MarkOutputs(TorchDispatchMode):
         return out
 
 
+@contextlib.contextmanager
 def plain_offload(name: Callable[[Any], str], offload_ops: Set[str], inputs: List[torch.Tensor],
                   pool: HostPool, seen: Set[str]):
     """The context for a forward of a block autograd runs plainly: offloads
     `inputs` and the outputs of `offload_ops` where autograd saves them."""
-    saved = SavedOffload(pool)
-    for t in inputs:
-        saved.mark(t)
-
-    @contextlib.contextmanager
-    def context():
-        with saved.hooks(), _MarkOutputs(name, offload_ops, saved, seen):
-            yield
-    return context()
+    saved = SavedOffload(pool, inputs)
+    with saved.hooks(), _MarkOutputs(name, offload_ops, saved, seen):
+        yield
 
 
 def input_offload(inputs: List[torch.Tensor], pool: HostPool):
     """Saved-tensor hooks around a checkpointed call: packs the inputs named
     when checkpoint saves them for its re-run."""
-    saved = SavedOffload(pool)
-    for t in inputs:
-        saved.mark(t)
-    return saved.hooks()
+    return SavedOffload(pool, inputs).hooks()
