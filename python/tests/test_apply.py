@@ -16,7 +16,9 @@ Every kind of bad plan or mismatch: test_apply_refusals.py.
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections import Counter
 from typing import List
 
@@ -265,6 +267,19 @@ def test_remove_restores_plain_autograd():
     # A plan can be applied again after remove().
     apply_plan(net, plan_for(net, MATMULS), blocks="blocks")
     assert _per_block(count_step(net), "attn.qkv.addmm") == [1] * NBLOCKS
+
+
+def test_a_model_with_a_plan_is_freed_when_dropped():
+    # apply_plan remembers each model's plan for explain(); that must not
+    # keep a model (its parameters, gradients and optimizer state) alive
+    # once the trainer drops it, or a later step measures or holds its bytes.
+    net = make_net()
+    applied = apply_plan(net, plan_for(net, MATMULS), blocks="blocks")
+    count_step(net)
+    dropped = weakref.ref(net)
+    del net, applied
+    gc.collect()
+    assert dropped() is None
 
 
 def test_applying_twice_raises():
