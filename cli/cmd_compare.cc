@@ -16,7 +16,7 @@ struct CompareFlags {
   std::string profile;
   std::string budget;
   std::string semantics = "sacplan";
-  std::string host_budget = "0";
+  std::string host_budget;  // empty: auto where the profile has a host link
 };
 
 absl::Status RunCompare(const CompareFlags& flags) {

@@ -17,7 +17,7 @@ struct FrontierFlags {
   std::string profile;
   int points = 64;
   std::string semantics = "sacplan";
-  std::string host_budget = "0";
+  std::string host_budget;  // empty: auto where the profile has a host link
   std::string output;
 };
 

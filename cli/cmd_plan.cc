@@ -24,7 +24,7 @@ struct PlanFlags {
   std::string budget_kind = "allocated";  // checked by CLI11
   std::string preset;  // empty: solve for the budget
   std::string semantics = "sacplan";
-  std::string host_budget = "0";
+  std::string host_budget;  // empty: auto where the profile has a host link
   std::string output;
 };
 

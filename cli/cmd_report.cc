@@ -32,7 +32,7 @@ struct ReportFlags {
   std::vector<std::string> runs;
   std::string semantics = "sacplan";
   int points = 48;
-  std::string host_budget = "0";
+  std::string host_budget;  // empty: auto where the profile has a host link
   std::string output;
   std::string snapshot;
 };

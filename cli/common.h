@@ -48,8 +48,8 @@ inline constexpr const char* kHostBudgetHelp =
     "there between forward and backward, a third choice beside keeping and "
     "recomputing (needs the profile's device.host_link: roofline profiles "
     "have one). A size (64GB), auto (the device preset's share of its "
-    "node's RAM) or 0 (no offload; default while sacplan train and "
-    "sacplan_torch.apply_plan cannot apply offload yet)";
+    "node's RAM) or 0 (no offload). Default: auto when the profile has a "
+    "host link, no offload when it has none (a CPU profile)";
 // "--semantics" text -> Semantics; the error lists the accepted names.
 inline absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
   return api::ParseSemanticsText(text, "--semantics");

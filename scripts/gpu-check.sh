@@ -175,8 +175,10 @@ if [ "$built" -eq 1 ]; then
     if [ -f "$out/run_attn_only.json" ]; then
       budget=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["measured"]["peak_bytes"])' \
         "$out/run_attn_only.json")
+      # Keep or recompute only: offload, on by default where the profile has
+      # a host link (a CUDA profile measures one), is step 7's.
       run plan_optimal "$sacplan" plan --profile "$out/profile_full.json" \
-        --budget "$budget" -o "$out/plan_optimal.json" &&
+        --budget "$budget" --host-budget 0 -o "$out/plan_optimal.json" &&
         run train_optimal "$sacplan" train "${wan[@]}" "${full[@]}" --device cuda \
           --plan "$out/plan_optimal.json" --steps "$steps" --log "$out/run_optimal.json"
       # 7. Offload at full checkpointing's measured peak.

@@ -127,8 +127,9 @@ def main(argv=None) -> int:
                         "--preset", name) for name in PRESETS}
     budget = (plans["none"]["predicted"]["peak_bytes"]
               + plans["full"]["predicted"]["peak_bytes"]) // 2
+    # Keep or recompute only; the offload plan below is its own.
     plans["optimal"] = plan(ns.sacplan, profile, os.path.join(ns.out, "bridge_plan_optimal.json"),
-                            "--budget", str(budget))
+                            "--budget", str(budget), "--host-budget", "0")
     if "host_link" in captured["device"]:
         plans["offload"] = plan(ns.sacplan, profile,
                                 os.path.join(ns.out, "bridge_plan_offload.json"), "--budget",

@@ -157,7 +157,8 @@ absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view w
 }
 
 absl::StatusOr<int64_t> ParseHostBudget(const std::string& text, absl::string_view what) {
-  if (text == "auto") return -1;
+  if (text.empty()) return kHostBudgetIfLinked;
+  if (text == "auto") return kHostBudgetAuto;
   if (text == "0") return 0;
   return ParseBudget(text, what);
 }
@@ -342,7 +343,7 @@ absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t bud
   }
   std::vector<std::pair<std::string, SolverOptions>> optimal = {
       {"optimal", SolverOptions{.semantics = semantics}}};
-  if (host_budget_bytes != 0) {
+  if (ResolveHostBudget(model, host_budget_bytes) != 0) {
     ASSIGN_OR_RETURN(SolverOptions options,
                      OffloadSolverOptions(model, semantics, host_budget_bytes));
     optimal.push_back({"offload", options});

@@ -45,8 +45,9 @@ absl::Status NameTheHostBudgetThatFits(const AnalyzedModel& model, const PlanReq
   }
   const int64_t unlimited = largest_block_bytes * static_cast<int64_t>(model.blocks.size());
   if (!FitsWithHostBudget(model, request, unlimited)) return infeasible;
-  const int64_t given = request.host_budget_bytes >= 0 ? request.host_budget_bytes
-                                                       : model.model->host_link.host_memory_bytes;
+  const int64_t host_budget_bytes = ResolveHostBudget(model, request.host_budget_bytes);
+  const int64_t given =
+      host_budget_bytes >= 0 ? host_budget_bytes : model.model->host_link.host_memory_bytes;
   int64_t fails = given;
   int64_t fits = unlimited;
   while (fits - fails > std::max<int64_t>(1, fits / 100)) {
@@ -61,10 +62,16 @@ absl::Status NameTheHostBudgetThatFits(const AnalyzedModel& model, const PlanReq
 
 }  // namespace
 
+int64_t ResolveHostBudget(const AnalyzedModel& model, int64_t host_budget_bytes) {
+  if (host_budget_bytes != kHostBudgetIfLinked) return host_budget_bytes;
+  return model.model->host_link.available() ? kHostBudgetAuto : 0;
+}
+
 absl::StatusOr<SolverOptions> OffloadSolverOptions(const AnalyzedModel& model,
                                                    Semantics semantics,
                                                    int64_t host_budget_bytes) {
   SolverOptions options{.semantics = semantics};
+  host_budget_bytes = ResolveHostBudget(model, host_budget_bytes);
   if (host_budget_bytes == 0) return options;
   if (!model.model->host_link.available()) return HostLinkMissing();
   options.offload = true;

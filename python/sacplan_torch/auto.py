@@ -136,7 +136,10 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     naming the smallest feasible peak; so does any other bad input.
     With `host_budget` (bytes, "200GB" or "auto"; 0: none) the plan may also
     offload activations to host memory over the device's link (measured on
-    a GPU, or `host_link` as capture takes it).
+    a GPU, or `host_link` as capture takes it). Unlike the planning
+    commands, whose default offloads wherever the profile has a host link,
+    this call offloads only when asked: its CUDA copies have not yet run on
+    a GPU (scripts/gpu-check.sh checks them).
     """
     found = find_blocks(model, blocks)
     rank = dist.get_rank() if dist.is_initialized() else 0

@@ -57,7 +57,11 @@ def _budget_text(budget, what: str = "budget") -> str:
 
 
 def _host_budget_text(host_budget) -> str:
-    """0 (no offload), "auto" (the profile's host memory), bytes or "200GB"."""
+    """0 (no offload), "auto" (the profile's host memory), bytes or "200GB";
+    None: the command line's default, auto when the profile has a host link
+    and no offload when it has none."""
+    if host_budget is None:
+        return ""
     return _budget_text(host_budget, "host_budget")
 
 
@@ -77,7 +81,7 @@ def _written(text: str, path: Optional[str]) -> str:
 
 def plan(profile: Document, *, budget: Union[int, str, None] = None,
          preset: Optional[str] = None, semantics: str = "torch-sac",
-         budget_kind: str = "allocated", host_budget: Union[int, str] = 0,
+         budget_kind: str = "allocated", host_budget: Union[int, str, None] = None,
          path=None) -> Dict[str, Any]:
     """`sacplan plan`: the fastest plan whose simulated peak fits `budget`
     (bytes, or "70GB", "29GiB"), or a fixed policy (`preset`: none, full,
@@ -85,8 +89,10 @@ def plan(profile: Document, *, budget: Union[int, str, None] = None,
     there, byte for byte what `sacplan plan -o` writes. An unmeetable budget
     raises SacplanError naming the smallest feasible one. `host_budget`
     (`--host-budget`): the host memory offloaded activations may take, 0
-    for none, "auto" for the profile's `device.host_link.host_memory_bytes`;
-    the profile needs a host link (capture's `host_link`)."""
+    for none, "auto" for the profile's `device.host_link.host_memory_bytes`
+    (the profile needs a host link: capture's `host_link`, measured on a
+    GPU); None, the default, is "auto" when the profile has a host link and
+    0 when it has none, as on the command line."""
     if not isinstance(semantics, str) or not isinstance(budget_kind, str):
         raise SacplanError("semantics and budget_kind: expected strings")
     if preset is not None and not isinstance(preset, str):
@@ -128,7 +134,7 @@ def check_plan(profile: Document, plan_doc: Document) -> None:
 
 
 def compare(profile: Document, budget: Union[int, str], *,
-            semantics: str = "torch-sac", host_budget: Union[int, str] = 0) -> str:
+            semantics: str = "torch-sac", host_budget: Union[int, str, None] = None) -> str:
     """`sacplan compare`: the table of every preset and the optimal plan at
     `budget`, as the command prints it; with a `host_budget`, also the
     optimal plan with offload."""
@@ -139,7 +145,7 @@ def compare(profile: Document, budget: Union[int, str], *,
 
 
 def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac",
-             host_budget: Union[int, str] = 0, path=None) -> Dict[str, Any]:
+             host_budget: Union[int, str, None] = None, path=None) -> Dict[str, Any]:
     """`sacplan frontier`: the optimal plans from the smallest feasible peak
     to the fastest step, and the presets beside them (schema
     sacplan.frontier/1). With `path`, also writes frontier.json there."""

@@ -93,6 +93,12 @@ def test_the_command_lines_bytes(profiles, model, semantics, tmp_path):
         assert own_line + "\n" == cli_line
         assert sacplan_torch.simulate(profile, document) == json.loads(cli_line)
 
+    # As on the command line, offload is on by default where the profile
+    # has a host link (the roofline presets), off where it has none (a CPU
+    # capture).
+    explicit = "auto" if model != "captured" else 0
+    assert sacplan_torch.plan(profile, budget=budget, semantics=semantics) == sacplan_torch.plan(
+        profile, budget=budget, semantics=semantics, host_budget=explicit)
     assert sacplan_torch.compare(profile, budget, semantics=semantics) == run(
         "compare", "--profile", profile, "--budget", str(budget), "--semantics", semantics)
     cli_frontier, own_frontier = tmp_path / "cli-frontier.json", tmp_path / "own-frontier.json"

@@ -64,8 +64,9 @@ TEST(CliEndToEnd, PlanThenSimulateJsonReproducesThePrediction) {
   const int64_t budget = (full.peak_bytes + none.peak_bytes) / 2;
   for (const std::string semantics : {"sacplan", "torch-sac"}) {
     fs::path plan = dir / ("optimal_" + semantics + ".json");
+    // Keep or recompute only (offload's round trip is the next test's).
     MustRun({"plan", "--profile", profile.string(), "--budget",
-             std::to_string(budget), "--semantics", semantics, "-o",
+             std::to_string(budget), "--semantics", semantics, "--host-budget", "0", "-o",
              plan.string()},
             dir);
     nlohmann::json planned = ReadJson(plan);
@@ -106,10 +107,11 @@ TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
   ASSERT_TRUE(ReadJson(profile).at("device").contains("host_link"));
   for (const std::string semantics : {"sacplan", "torch-sac"}) {
     fs::path plan = dir / ("offload_" + semantics + ".json");
-    const std::vector<std::string> args = {"plan", "--profile", profile.string(), "--semantics",
-                                           semantics, "-o", plan.string(), "--budget"};
+    const std::vector<std::string> args = {"plan", "--host-budget", "0", "--profile",
+                                           profile.string(), "--semantics", semantics,
+                                           "-o", plan.string(), "--budget"};
     std::vector<std::string> with_host = {"plan", "--host-budget", "auto"};
-    with_host.insert(with_host.end(), args.begin() + 1, args.end());
+    with_host.insert(with_host.end(), args.begin() + 3, args.end());
     // The least peaks without and with offload, from the errors that name them.
     auto least_peak = [&](std::vector<std::string> command) {
       command.push_back("1KB");
@@ -170,6 +172,65 @@ TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
                                     dir);
   EXPECT_NE(table.find("\noffload "), std::string::npos) << table;
   EXPECT_NE(table.find("\noptimal "), std::string::npos) << table;
+}
+
+// Offload is the planning commands' default wherever the profile has a
+// host link: plan then writes what --host-budget auto writes. On a profile
+// without one (as a CPU profile has none) the default keeps and
+// recomputes only, as --host-budget 0 does, while asking for offload there
+// is one line and exit 2.
+TEST(CliEndToEnd, OffloadIsTheDefaultWhereTheProfileHasAHostLink) {
+  fs::path dir = FreshDir("offload_default");
+  fs::path linked = MakeProfile(dir, {"--model", "wan-tiny", "--tokens", "4096"});
+  nlohmann::json unlinked_doc = ReadJson(linked);
+  unlinked_doc.at("device").erase("host_link");
+  const fs::path unlinked = dir / "unlinked.json";
+  WriteJson(unlinked, unlinked_doc);
+  // Below keep-or-recompute's least peak, where only offload fits.
+  auto least_peak = [&](const fs::path& profile, const std::string& host_budget) {
+    const CliResult r = RunSacplan({"plan", "--profile", profile.string(), "--budget", "1KB",
+                                    "--host-budget", host_budget, "-o",
+                                    (dir / "never.json").string()},
+                                   dir);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const size_t at = r.err.find("give a budget of ");
+    EXPECT_NE(at, std::string::npos) << r.err;
+    return std::stoll(r.err.substr(at + 17));
+  };
+  const int64_t with = least_peak(linked, "auto");
+  ASSERT_LT(with, least_peak(linked, "0"));
+  const std::string budget = std::to_string(with);
+  auto plan_text = [&](const fs::path& profile, const std::vector<std::string>& extra) {
+    const fs::path out = dir / "plan.json";
+    std::vector<std::string> command = {"plan", "--profile", profile.string(), "--budget",
+                                        budget, "-o", out.string()};
+    command.insert(command.end(), extra.begin(), extra.end());
+    MustRun(command, dir);
+    return ReadText(out);
+  };
+  const std::string by_default = plan_text(linked, {});
+  EXPECT_EQ(by_default, plan_text(linked, {"--host-budget", "auto"}));
+  EXPECT_NE(by_default.find("\"offload\""), std::string::npos);
+  const std::string table = MustRun(
+      {"compare", "--profile", linked.string(), "--budget", budget}, dir);
+  EXPECT_NE(table.find("\noffload "), std::string::npos) << table;
+
+  const std::string unlinked_budget = std::to_string(least_peak(unlinked, "0") * 2);
+  const fs::path out = dir / "unlinked_plan.json";
+  MustRun({"plan", "--profile", unlinked.string(), "--budget", unlinked_budget, "-o",
+           out.string()},
+          dir);
+  EXPECT_EQ(ReadJson(out).at("schema"), "sacplan.plan/1");
+  const std::string unlinked_table = MustRun(
+      {"compare", "--profile", unlinked.string(), "--budget", unlinked_budget}, dir);
+  EXPECT_EQ(unlinked_table.find("\noffload "), std::string::npos) << unlinked_table;
+  const CliResult asked = RunSacplan({"plan", "--profile", unlinked.string(), "--budget",
+                                      unlinked_budget, "--host-budget", "auto", "-o",
+                                      out.string()},
+                                     dir);
+  EXPECT_EQ(asked.exit_code, 2) << asked.err;
+  EXPECT_EQ(LineCount(asked.err), 1) << asked.err;
+  EXPECT_NE(asked.err.find("host_link"), std::string::npos) << asked.err;
 }
 
 TEST(CliEndToEnd, VideoShapeGivesTheSameProfileAsTokens) {

@@ -70,17 +70,23 @@ TEST(CliManyGpus, Wan14BOnEightH100sFitsEightyGBPerRankAndBeatsEveryPresetThatFi
   std::string line;
   int presets_that_fit = 0;
   double optimal_in_table = std::numeric_limits<double>::quiet_NaN();
+  double offload_in_table = std::numeric_limits<double>::quiet_NaN();
   while (std::getline(lines, line)) {
     std::istringstream row(line);
     std::string name, peak_gb, reserved_gb, row_ms, recompute, vs, fits;
     if (!(row >> name >> peak_gb >> reserved_gb >> row_ms >> recompute >> vs >> fits)) continue;
     if (name == "optimal") optimal_in_table = std::stod(row_ms);
-    if (name == "optimal" || name == "plan" || fits != "yes") continue;
+    if (name == "offload") offload_in_table = std::stod(row_ms);
+    if (name == "optimal" || name == "offload" || name == "plan" || fits != "yes") continue;
     ++presets_that_fit;
     EXPECT_LT(step_ms, std::stod(row_ms)) << "preset " << name << " is as fast";
   }
   EXPECT_GE(presets_that_fit, 1) << r.out;  // at least full checkpointing fits
-  EXPECT_NEAR(optimal_in_table, step_ms, 0.01);
+  // The h100 roofline has a host link, so plan and compare offload by
+  // default: the plan is the table's offload row, faster than keeping and
+  // recomputing alone (5,185 against 5,277 ms when this was written).
+  EXPECT_NEAR(offload_in_table, step_ms, 0.01) << r.out;
+  EXPECT_LT(step_ms, optimal_in_table) << r.out;
 }
 
 TEST(CliManyGpus, Wan14BWithoutFsdpNamesTheSmallestFeasibleBudget) {

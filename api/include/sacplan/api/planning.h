@@ -46,9 +46,10 @@ absl::StatusOr<Plan> LoadPlanText(const std::string& text, const std::string& na
 // A budget such as "70GB", "29GiB", "512MiB" or a byte count; errors start
 // with `what` (the flag or argument name) and the text.
 absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view what);
-// A host budget for offload: "0" (none), "auto" (the profile's host
-// memory: -1, as PlanRequest::host_budget_bytes takes it) or a size as
-// ParseBudget reads it.
+// A host budget for offload, as PlanRequest::host_budget_bytes takes it:
+// "0" (none), "auto" (the profile's host memory: kHostBudgetAuto), empty
+// (the commands' default: auto when the profile has a host link, none
+// otherwise: kHostBudgetIfLinked) or a size as ParseBudget reads it.
 absl::StatusOr<int64_t> ParseHostBudget(const std::string& text, absl::string_view what);
 // "torch-sac" or "sacplan"; errors start with `what` and the text.
 absl::StatusOr<Semantics> ParseSemanticsText(const std::string& text, absl::string_view what);

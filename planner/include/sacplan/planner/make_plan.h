@@ -27,10 +27,21 @@ struct PlanRequest {
   BudgetKind budget_kind = BudgetKind::kAllocated;
   Semantics semantics = Semantics::kSacplan;
   // Offload (solving only): the host bytes the plan may hold; 0 offloads
-  // nothing, a negative value takes the profile's host memory. Needs a
-  // host link (InvalidArgument otherwise).
+  // nothing, kHostBudgetAuto takes the profile's host memory and needs a
+  // host link (InvalidArgument otherwise), kHostBudgetIfLinked takes it
+  // when there is one and offloads nothing otherwise.
   int64_t host_budget_bytes = 0;
 };
+
+// Host budgets besides a size and 0 (PlanRequest::host_budget_bytes).
+inline constexpr int64_t kHostBudgetAuto = -1;
+// The planning commands' default: offload is a third choice wherever the
+// profile's device can copy to its host.
+inline constexpr int64_t kHostBudgetIfLinked = -2;
+
+// `host_budget_bytes` with kHostBudgetIfLinked resolved for `model`: to
+// kHostBudgetAuto when it has a host link, to 0 otherwise.
+int64_t ResolveHostBudget(const AnalyzedModel& model, int64_t host_budget_bytes);
 
 struct MadePlan {
   Plan plan;                 // predicted set, reserved_peak_bytes included
