@@ -321,14 +321,14 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
                         set(entry["save"]) | set(entry.get("recompute", [])), checkpointed,
                         offload_inputs, offload_ops)
     _APPLIED_TO[model] = applied
-    applied._undo.insert(0, functools.partial(_forget, weakref.ref(model), applied))
+    applied._undo.insert(0, functools.partial(_forget, weakref.ref(model)))
     return applied
 
 
-def _forget(model_ref: "weakref.ref[nn.Module]", applied: AppliedPlan) -> None:
+def _forget(model_ref: "weakref.ref[nn.Module]") -> None:
     # By weak reference: the handle is _APPLIED_TO's value, and a value that
     # held its key would keep the model (and its optimizer's view of it)
     # alive for the life of the process.
     model = model_ref()
-    if model is not None and _APPLIED_TO.get(model) is applied:
-        del _APPLIED_TO[model]
+    if model is not None:
+        _APPLIED_TO.pop(model, None)
