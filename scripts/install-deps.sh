@@ -43,13 +43,15 @@ if ! python3 -c 'import torch' >/dev/null 2>&1; then
   fi
 fi
 
-# Python packages the bridge and its tests import besides torch. torch's wheel
-# does not require NumPy, yet torch.distributed's *_object collectives (the
-# FSDP and Ulysses tests) and torch's import need it.
-for module in numpy pytest; do
+# Python packages the bridge and its tests import besides torch, as
+# module:package. torch's wheel does not require NumPy, yet
+# torch.distributed's *_object collectives (the FSDP and Ulysses tests) and
+# torch's import need it; pytest-xdist runs the bridge's tests on both cores.
+for pair in numpy:numpy pytest:pytest xdist:pytest-xdist; do
+  module="${pair%%:*}" package="${pair#*:}"
   if ! python3 -c "import ${module}" >/dev/null 2>&1; then
-    echo "sacplan: installing ${module} from PyPI" >&2
-    python3 -m pip install --quiet "${module}"
+    echo "sacplan: installing ${package} from PyPI" >&2
+    python3 -m pip install --quiet "${package}"
   fi
 done
 
