@@ -22,8 +22,8 @@ ctest --preset default
 # tests moves the CPU clock too. Bounded: each test gathers rounds for at
 # most 3 minutes and has a 600 s timeout, and a failing one is run at most
 # twice more (preset "fidelity": until-pass, 3 runs): on a fresh clone here
-# each test failed two runs in a row once, at -15% to -27% on the measured
-# side while the machine was slow, and passed on another.
+# each test once failed two runs in a row while the machine was slow (errors
+# from -27% to +18%) and passed in another run of the stage.
 ctest --preset fidelity
 
 # sacplan_torch (python/): capture, apply_plan, measure_peak, FSDP2 on two

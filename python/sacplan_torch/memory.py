@@ -2,10 +2,11 @@
 
 On CPU the only complete record of allocations is PyTorch's profiler with
 `profile_memory=True`: it reports every allocation and free of the CPU
-allocator (and of the CUDA caching allocator) with its size, in order.
-AllocationLog turns that record into live bytes over time, and lets code
-mark moments in it with sentinel allocations of odd sizes that no tensor of
-a model would have, so the marks land exactly between two real events.
+allocator (and of the CUDA caching allocator) with its size and address,
+in order. AllocationLog turns that record into live bytes over time, and
+lets code mark moments in it with sentinel allocations of odd sizes that no
+tensor of a model would have, so the marks land exactly between two real
+events.
 """
 
 from __future__ import annotations
