@@ -190,17 +190,18 @@ class Measurement:
       simulate's peak_bytes predicts.
     step_ms: median time of a step (forward, backward, optimizer) on the
       clock capture times ops with: process CPU time on CPU, wall time on
-      GPU. This is what sacplan simulate's step_ms predicts.
+      GPU. This is what sacplan simulate's step_ms predicts. None when
+      measure_peak was called with timed=False.
     losses: the loss of every step run, warm-up included.
     resident_bytes: what the model held at the start of the measured step.
-    wall_ms: median wall time of a step.
+    wall_ms: median wall time of a step (None when not timed).
     """
 
     peak_bytes: int
-    step_ms: float
+    step_ms: Optional[float]
     losses: List[float]
     resident_bytes: int
-    wall_ms: float
+    wall_ms: Optional[float]
 
 
 def check_loss(loss) -> torch.Tensor:
@@ -239,12 +240,14 @@ def sync(device: torch.device) -> None:
 
 def measure_peak(model: nn.Module, step: Callable[[nn.Module], torch.Tensor], *,
                  optimizer: Optional[torch.optim.Optimizer] = None, steps: int = 3,
-                 warmup: int = 1) -> Measurement:
-    """Trains `warmup` + `steps` steps and measures them.
+                 warmup: int = 1, timed: bool = True) -> Measurement:
+    """Trains `warmup` + `steps` steps and measures their peak, then (when
+    `timed`) `steps` more steps and times them.
 
     The peak is exact: on CPU from the profiler's allocation record, on CUDA
     from the caching allocator's max_memory_allocated. Times come from
-    separate steps run without the profiler (it slows steps down).
+    separate steps run without the profiler (it slows steps down); a caller
+    that wants only the peak passes timed=False and saves those steps.
     Gradients are set to None after each step (zero_grad(set_to_none=True)).
     """
     if steps < 1:
@@ -270,6 +273,9 @@ def measure_peak(model: nn.Module, step: Callable[[nn.Module], torch.Tensor], *,
             with AllocationLog(device) as log:
                 losses.append(train_step(model, step, optimizer))
             peak = max(peak, resident + log.peak())
+    if not timed:
+        return Measurement(peak_bytes=peak, step_ms=None, losses=losses,
+                           resident_bytes=resident, wall_ms=None)
     times, walls = [], []
     for _ in range(steps):
         sync(device)

@@ -2,7 +2,8 @@
 earlier profile of the process ran, and freed while this one runs, is not a
 free of this log's (the profiler reports it, with the size its table kept).
 Before, such frees took up to 480 KB off a measured peak depending on which
-tests had profiled earlier in the process."""
+tests had profiled earlier in the process. And measure_peak(timed=False)
+measures the same peak without its timed steps."""
 
 from __future__ import annotations
 
@@ -57,3 +58,25 @@ def test_measure_peak_does_not_depend_on_what_was_profiled_before():
 
     again = sacplan_torch.measure_peak(model, step_that_drops, steps=1, warmup=0).peak_bytes
     assert again == first
+
+
+def test_measure_peak_untimed_skips_the_timed_steps_and_keeps_the_peak():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.Tanh())
+    batch = torch.randn(32, 128)
+    calls = []
+
+    def step(m):
+        calls.append(1)
+        return m(batch).square().mean()
+
+    optimizer = torch.optim.AdamW(model.parameters())
+    timed = sacplan_torch.measure_peak(model, step, optimizer=optimizer, steps=2)
+    assert len(calls) == 1 + 2 + 2 and timed.step_ms is not None
+    calls.clear()
+    untimed = sacplan_torch.measure_peak(model, step, optimizer=optimizer, steps=2,
+                                         timed=False)
+    assert len(calls) == 1 + 2
+    assert untimed.step_ms is None and untimed.wall_ms is None
+    assert untimed.peak_bytes == timed.peak_bytes
+    assert len(untimed.losses) == 3
