@@ -12,7 +12,7 @@ packages=(
   nlohmann-json3-dev libeigen3-dev libabsl-dev libcli11-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   chromium  # headless, for the report's browser test (tests/reports)
-  clang libclang-rt-14-dev  # libFuzzer and its sanitizers (fuzz/, preset "fuzz")
+  clang libclang-rt-14-dev  # the sanitizer build (preset "asan"): sanitizers, libFuzzer
 )
 
 missing=()
