@@ -65,12 +65,18 @@ def plan_path(tmp: pathlib.Path, label: str) -> str:
     return str(tmp / f"{label.replace('/', '_')}.json")
 
 
+def table_of(rows: dict) -> str:
+    """rows: label -> (predicted, measured); one line per label with the
+    error."""
+    return "\n".join(f"  {label:12s} predicted {p:>11,.0f}  measured {m:>11,.0f}  "
+                     f"{100 * (p - m) / m:+.2f}%" for label, (p, m) in rows.items())
+
+
 def check_predictions(title: str, rows: dict, tolerance: float) -> None:
     """rows: label -> (predicted, measured). Each prediction within
     `tolerance` of its measurement, and any two plans whose predictions
     differ by more than the tolerance are measured in the same order."""
-    table = "\n".join(f"  {label:12s} predicted {p:>11,.0f}  measured {m:>11,.0f}  "
-                      f"{100 * (p - m) / m:+.2f}%" for label, (p, m) in rows.items())
+    table = table_of(rows)
     print(f"\n{title}:\n{table}")
     for label, (predicted, measured) in rows.items():
         assert abs(predicted - measured) <= tolerance * measured, f"{label}\n{table}"

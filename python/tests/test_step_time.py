@@ -6,29 +6,34 @@ sizes. The bar: within TOLERANCE (20%; the issue asks 15%), and plans whose
 predictions differ by more than that are measured in the same order.
 
 A timing check, so it is a stage of its own (pytest -m fidelity, after the
-rest of the suite; docs/python.md, "Step time"). Bounded for a shared
-2-core machine: the plans take turns in four passes of 2 steps each, so a
-slow spell of the machine (a fixed piece of torch work ran up to 1.8x
-slower for moments here: what else runs on the cores stretches CPU time,
-not only wall time) falls on a few samples of a plan, not on all of them;
-the median of each plan's 8 steps is judged; a round that misses is
-captured and measured again, at most 3 rounds and at most 4 minutes per
-case.
+rest of the suite; docs/python.md, "Step time").
 
-The machine's speed also moves between the capture and the measured steps:
-with other processes on its two cores, a fixed piece of torch work took
-5.6 to 10.6 ms here, and a round's predictions moved with it (+16% on every
-plan where the work ran 1.17x slower beside the capture than at the steps).
-That is the machine, not the model, so each round captures twice, before
-and after the measured steps, and predicts with the mean of the two
-profiles' simulations (the plans come from the first): a steady change of
-speed then moves prediction and measurement alike. The reference work's
-times beside the captures and at each turn of the steps are printed with
-every table, to tell an unsteady machine from a wrong model.
+The machine's speed is not steady, so both sides are taken at one speed.
+Alone on this 2-core VM, a fixed piece of torch work (reference_ms) ran in
+about 5.5 ms or about 9.3 ms, switching every few seconds (of 1,500 runs
+in a row, 83% slow), and a training step slowed with it (1.56-1.68x where
+the work slowed 1.47-1.55x). Compared raw, a CI run measured every plan of
+two small cases 11-31% under its prediction, the work running 1.12-1.15x
+slower around the captures than at the steps. So the reference work is
+timed after every step of each capture (capture's progress bar advances
+between steps, outside every timed span) and before and after every
+measured step; a measured step's time is divided by the mean of the two
+around it, and a plan's median over its steps, times the work's median
+during the captures, is its step at the captures' speed: what the
+prediction is judged against.
+
+Each round captures twice, before and after the measured steps, and
+predicts with the mean of the two profiles' simulations (the plans come
+from the first). The plans take turns in four passes of 2 timed steps
+each, after one untimed step (its caches are another plan's). A round that
+misses is captured and measured again, at most 3 rounds and at most 4
+minutes per case. The reference work's times are printed with every table,
+to tell an unsteady machine from a wrong model.
 """
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import time
 
@@ -37,16 +42,18 @@ import torch
 
 import sacplan_torch
 import unseen_blocks
-from sacplan_cli import check_predictions, plan_path, plans_for, simulate
+from sacplan_cli import check_predictions, plan_path, plans_for, simulate, table_of
 from sacplan_torch.clock import cpu_now
 
 pytestmark = pytest.mark.fidelity
+# The module, not the function sacplan_torch.capture that shadows its name.
+capture_module = importlib.import_module("sacplan_torch.capture")
 
-# Issue 18 asks for 15%. With two captures per round, 35 of 36 plans were
-# within it in a run beside other heavy work and 34 of 36 on a fresh clone
-# while the machine was unsteady (-19.2% and -16.4% the worst), five cases
-# of six needing a second or third round there. Held to 20% until a
-# whole-suite run holds 15% on the first round.
+# Issue 18 asks for 15%. Taken at one speed, three whole runs of this stage
+# here (alone on the machine) ended with every case within 15% twice; the
+# third missed on the small double-stream block three rounds running, its
+# checkpointed plans predicted 5-20% dear (torchtitan +18.7%, +20.1%). Held
+# to 20% until that is understood.
 TOLERANCE = 0.20
 CASES = [(kind, size) for kind in ("flux", "moe", "dropout") for size in ("small", "large")]
 PASSES, STEPS, ROUNDS, ROUND_BUDGET_S = 4, 2, 3, 240
@@ -65,48 +72,64 @@ def reference_ms() -> float:
 def speed_note(reference: dict) -> str:
     every = reference["capture"] + reference["steps"]
     return (f"reference work {min(every):.2f}-{max(every):.2f} ms, median "
-            f"{statistics.median(reference['capture']):.2f} beside the captures and "
+            f"{statistics.median(reference['capture']):.2f} during the captures and "
             f"{statistics.median(reference['steps']):.2f} at the steps")
 
 
 def measured_steps(setups: dict, reference: list) -> dict:
-    """label -> median CPU ms of a training step. The plans take turns, in
-    PASSES passes of one untimed step (its caches are another plan's) and
-    STEPS timed ones each; the reference work is timed at every turn
-    (appended to `reference`)."""
+    """label -> median CPU time of a training step, in units of the
+    reference work's time at that moment. The plans take turns, in PASSES
+    passes of one untimed step (its caches are another plan's) and STEPS
+    timed ones each; the reference work is timed before and after every
+    timed step (appended to `reference`) and the step's time divided by the
+    mean of the two."""
     trainers = {label: (s, s.make_optimizer(s.model)) for label, s in setups.items()}
     times = {label: [] for label in setups}
     for _ in range(PASSES):
         for label, (s, optimizer) in trainers.items():
-            reference.append(reference_ms())
             for index in range(1 + STEPS):
+                if index == 1:
+                    reference.append(reference_ms())
                 begin = cpu_now()
                 loss = s.step(s.model)
                 loss.backward()
                 optimizer.step()
                 s.model.zero_grad(set_to_none=True)
                 if index > 0:
-                    times[label].append((cpu_now() - begin) * 1e3)
+                    step_ms = (cpu_now() - begin) * 1e3
+                    reference.append(reference_ms())
+                    times[label].append(step_ms / ((reference[-2] + reference[-1]) / 2))
     return {label: statistics.median(values) for label, values in times.items()}
 
 
-def timed_capture(kind: str, size: str, path: str, reference: list) -> None:
+def timed_capture(kind: str, size: str, path: str, reference: list, monkeypatch) -> None:
     """Captures a fresh model of the case to `path`, the reference work
-    timed before and after (appended to `reference`)."""
+    timed after each of the capture's steps (appended to `reference`): its
+    progress bar advances between steps, outside every timed span."""
+    class TimingProgress(capture_module.Progress):
+        def advance(self, what: str) -> None:
+            super().advance(what)
+            reference.append(reference_ms())
+
     setup = unseen_blocks.setup(kind, size)
-    reference += [reference_ms() for _ in range(5)]
-    sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks,
-                          optimizer=setup.make_optimizer(setup.model), name=setup.name,
-                          path=path, warmup=1, repeats=5)
-    reference += [reference_ms() for _ in range(5)]
+    with monkeypatch.context() as patch:
+        patch.setattr(capture_module, "Progress", TimingProgress)
+        sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks,
+                              optimizer=setup.make_optimizer(setup.model), name=setup.name,
+                              path=path, warmup=1, repeats=5)
 
 
-def one_round(kind: str, size: str, tmp) -> tuple:
+def one_round(kind: str, size: str, tmp, monkeypatch) -> tuple:
     """(label -> (predicted, measured) step ms, the reference work's times
-    beside the captures and at the measured steps)."""
+    during the captures and at the measured steps). Both are taken in
+    reference work, then in ms at its median time during the captures: a
+    prediction is each capture's simulation over the work's median time
+    during that capture, averaged over the two captures; a measurement is
+    measured_steps'."""
     reference = {"capture": [], "steps": []}
     before, after = str(tmp / "before.json"), str(tmp / "after.json")
-    timed_capture(kind, size, before, reference["capture"])
+    capture_speed = {before: [], after: []}
+    timed_capture(kind, size, before, capture_speed[before], monkeypatch)
     setups = {}
     for label, document in plans_for(before, tmp).items():
         fresh = unseen_blocks.setup(kind, size)
@@ -114,12 +137,15 @@ def one_round(kind: str, size: str, tmp) -> tuple:
                                  model_name=fresh.name)
         setups[label] = fresh
     measured = measured_steps(setups, reference["steps"])
-    timed_capture(kind, size, after, reference["capture"])
+    timed_capture(kind, size, after, capture_speed[after], monkeypatch)
+    reference["capture"] = capture_speed[before] + capture_speed[after]
+    ms_per_unit = statistics.median(reference["capture"])
     rows = {}
     for label in setups:
-        predicted = statistics.mean(simulate(profile, plan_path(tmp, label))["step_ms"]
-                                    for profile in (before, after))
-        rows[label] = (predicted, measured[label])
+        predicted = statistics.mean(
+            simulate(profile, plan_path(tmp, label))["step_ms"] / statistics.median(times)
+            for profile, times in capture_speed.items())
+        rows[label] = (predicted * ms_per_unit, measured[label] * ms_per_unit)
     return rows, reference
 
 
@@ -128,15 +154,15 @@ def within(rows: dict, tolerance: float) -> bool:
 
 
 @pytest.mark.parametrize("kind,size", CASES)
-def test_predicted_step_time_matches_measured_cpu_time(kind, size, tmp_path):
+def test_predicted_step_time_matches_measured_cpu_time(kind, size, tmp_path, monkeypatch):
     tolerance = TOLERANCE
     deadline = time.monotonic() + ROUND_BUDGET_S
     for attempt in range(ROUNDS):
-        rows, reference = one_round(kind, size, tmp_path)
+        rows, reference = one_round(kind, size, tmp_path, monkeypatch)
         if within(rows, tolerance) or time.monotonic() > deadline:
             break
         print(f"\n{kind} {size}: round {attempt + 1} missed, measuring again; "
-              f"{speed_note(reference)}")
+              f"{speed_note(reference)}\n{table_of(rows)}")
     check_predictions(f"{kind} {size} step ms; {speed_note(reference)}", rows, tolerance)
     # Full checkpointing must cost measurably more than none, or ranking the
     # plans proves nothing.
