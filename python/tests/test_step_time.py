@@ -87,19 +87,23 @@ def measured_steps(setups: dict, reference: list) -> dict:
     times = {label: [] for label in setups}
     for _ in range(PASSES):
         for label, (s, optimizer) in trainers.items():
-            for index in range(1 + STEPS):
-                if index == 1:
-                    reference.append(reference_ms())
-                begin = cpu_now()
-                loss = s.step(s.model)
-                loss.backward()
-                optimizer.step()
-                s.model.zero_grad(set_to_none=True)
-                if index > 0:
-                    step_ms = (cpu_now() - begin) * 1e3
-                    reference.append(reference_ms())
-                    times[label].append(step_ms / ((reference[-2] + reference[-1]) / 2))
+            train_step(s, optimizer)
+            reference.append(reference_ms())
+            for _ in range(STEPS):
+                step_ms = train_step(s, optimizer)
+                reference.append(reference_ms())
+                times[label].append(step_ms / ((reference[-2] + reference[-1]) / 2))
     return {label: statistics.median(values) for label, values in times.items()}
+
+
+def train_step(s, optimizer) -> float:
+    """One training step of setup `s`; its CPU ms."""
+    begin = cpu_now()
+    loss = s.step(s.model)
+    loss.backward()
+    optimizer.step()
+    s.model.zero_grad(set_to_none=True)
+    return (cpu_now() - begin) * 1e3
 
 
 def timed_capture(kind: str, size: str, path: str, reference: list, monkeypatch) -> None:
