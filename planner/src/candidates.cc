@@ -378,7 +378,8 @@ std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
 
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
-    const std::vector<BlockCandidate>& known) {
+    const std::vector<BlockCandidate>& known,
+    const std::function<bool(const SaveOutcome&)>& may_pay) {
   // A neighbour's peaks are at least its kept bytes plus the block outputs
   // (live at the end of forward, and as their gradients when backward
   // starts); skip simulating those a known candidate beats even against
@@ -389,6 +390,7 @@ std::vector<SaveMask> NeighboursWorthSimulating(
   for (SaveMask& mask :
        UsefulMasks(block, semantics, WithNeighbours(block, std::move(masks)))) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);
+    if (may_pay != nullptr && !may_pay(outcome)) continue;
     const int64_t least_peak = outcome.kept_bytes + output_bytes;
     bool beaten = false;
     for (const BlockCandidate& candidate : known) {

@@ -133,11 +133,13 @@ std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
 
 // The one-op neighbours of `masks` (WithNeighbours, made useful as in
 // InitialSaveMasks) that no `known` candidate beats even against a lower
-// bound of their peaks: those worth simulating. `known` costs must be in
-// `block`'s times.
+// bound of their peaks, and that `may_pay` (when given) accepts on their
+// kept bytes and recompute time (DecideSaves, in `block`'s times): those
+// worth simulating. `known` costs must be in `block`'s times.
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
-    const std::vector<BlockCandidate>& known);
+    const std::vector<BlockCandidate>& known,
+    const std::function<bool(const SaveOutcome&)>& may_pay = nullptr);
 
 // The initial candidates (InitialSaveMasks, CostedCandidates), from the
 // exact (kept, recompute) frontier, and, unless

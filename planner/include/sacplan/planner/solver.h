@@ -111,25 +111,38 @@ class Solver {
   using CandidateLists =
       std::vector<std::shared_ptr<const std::vector<BlockCandidate>>>;
   struct Search;  // one solve's lists and the masks it already expanded
+  // A lower bound on the time a choice adds, and the incumbent's time that
+  // a search must match.
+  struct TimeBound;
 
   Solver() = default;
   Search NewSearch() const;
   // Candidate index per block; empty when nothing fits. One state per
   // bucket of `quantum_bytes` kept bytes. With minimize_peak the budget is
-  // ignored and the running peak minimised.
+  // ignored and the running peak minimised. With a `bound`, only plans that
+  // add at most its incumbent's time (ChoiceMs) are searched: empty when
+  // none is.
   std::vector<int> RunChain(const CandidateLists& lists, int64_t budget_bytes,
-                            bool minimize_peak, int64_t quantum_bytes) const;
+                            bool minimize_peak, int64_t quantum_bytes,
+                            const TimeBound* bound) const;
+  // The time a choice adds to the step: its candidates' CandidateMs summed.
+  double ChoiceMs(const CandidateLists& lists, const std::vector<int>& choice) const;
   // RunChain at `resolution` (the least-peak chain at the solver's grain),
   // with AddNeighbours after each chain and the chain run again until no
-  // pick has new neighbours; when some block is lazy, first so with
-  // buckets kCoarseBuckets times wider.
+  // pick has new neighbours; when some block is lazy, after a chain with
+  // buckets kCoarseBuckets times wider (its picks settled likewise when
+  // minimising the peak). A time-minimising search's chains and neighbours
+  // are bounded by its choice so far (TimeBound).
   std::vector<int> SearchChain(Search& search, int64_t budget_bytes,
                                bool minimize_peak, int resolution) const;
   // Adds to each lazy block's list the neighbours worth simulating of its
   // pick, when that is an initial candidate, and of the kNeighbourWindow
   // initial candidates on each side of it in kept bytes, for those not
   // expanded before; false when nothing was added.
-  bool AddNeighbours(Search& search, const std::vector<int>& choice) const;
+  // With a `bound`, only neighbours that may make a plan at most as slow
+  // as its incumbent are added.
+  bool AddNeighbours(Search& search, const std::vector<int>& choice,
+                     const TimeBound* bound) const;
   absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution) const;
   // Bucket size for a budget: budget / resolution, at least 1.
   int64_t QuantumFor(int64_t budget_bytes, int resolution) const;
