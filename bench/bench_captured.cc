@@ -30,6 +30,7 @@
 
 #include "sacplan/api/planning.h"
 #include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/simulator.h"
 #include "sacplan/planner/solver.h"
 
 namespace sacplan {
@@ -156,6 +157,26 @@ void BM_PlanFluxCaptured(benchmark::State& state) {
 }
 void BM_Frontier64WanCaptured(benchmark::State& state) { Frontier64(state, "wan_block_small"); }
 
+// One block evaluation (EvaluateBlock: lower the save set to a schedule and
+// interpret it over byte counts), what every candidate the solver simulates
+// costs: the Wan-style capture's first block under random save sets.
+void BM_EvaluateCapturedBlock(benchmark::State& state) {
+  const BlockAnalysis& block = Captured("wan_block_small").analyzed.blocks.front();
+  const Semantics semantics = SemanticsOf(state);
+  std::mt19937 random(7);
+  std::bernoulli_distribution save(0.5);
+  std::vector<SaveMask> masks(64, SaveMask(block.op_count()));
+  for (SaveMask& mask : masks) {
+    for (int k = 0; k < block.op_count(); ++k) mask[k] = save(random);
+  }
+  size_t next = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(EvaluateBlock(block, masks[next], semantics));
+    next = (next + 1) % masks.size();
+  }
+}
+
+BENCHMARK(BM_EvaluateCapturedBlock)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PlanWanCaptured)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanWanCaptured30Blocks)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_PlanFluxCaptured)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(1);

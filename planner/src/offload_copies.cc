@@ -196,7 +196,7 @@ void PlaceRerunFrees(const BlockAnalysis& block, BlockSchedule& schedule) {
     const int t = copy.tensor;
     // Where the schedule frees t: after that backward step, -1 at the start.
     int freed_after = steps;
-    auto drop = [&](std::vector<int>& frees, int s) {
+    auto drop = [&](auto& frees, int s) {
       auto it = std::find(frees.begin(), frees.end(), t);
       if (it == frees.end()) return;
       frees.erase(it);

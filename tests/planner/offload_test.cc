@@ -3,6 +3,7 @@
 // x = 200 B -> fc (3 ms fwd, 6 bwd; needs x) -> fc.out 400 B -> act (1 / 1;
 // needs fc.out) -> act.out 400 B -> add(x, act.out) (0.5 / 0.5) -> 200 B.
 // The link moves 400 B in 2 ms to the host and in 1 ms back.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -13,6 +14,8 @@
 
 namespace sacplan {
 namespace {
+
+using ::testing::ElementsAre;
 
 const SaveMask kSaveAll{true, true, true};
 const SaveMask kSaveNone{false, false, false};
@@ -135,7 +138,7 @@ TEST(OffloadScheduleTest, TorchSacUnpacksWhereTheRerunReachesATensor) {
   EXPECT_EQ(moved_input.offload.copies[0].prefetch_before, 1);
   // The caller holds x until the block returns: freed after d.
   EXPECT_EQ(moved_input.offload.copies[0].freed_after, 4);
-  EXPECT_EQ(moved_input.backward[6].free_after, std::vector<int>{0});
+  EXPECT_THAT(moved_input.backward[6].free_after, ElementsAre(0));
   // Unpacked on the compute stream: the re-run waits for the copy there
   // (200 B back at 0.0004 GB/s: 0.5 ms).
   const BlockSchedule slow = LowerBlock(block, save_a, Semantics::kTorchSac, input, kLink);

@@ -1,5 +1,6 @@
 #include "sacplan/planner/schedule.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 
 namespace sacplan {
 namespace {
+
+using ::testing::ElementsAre;
 
 BlockAnalysis Chain() { return *AnalyzeBlock(testing::ChainBlock(0)); }
 
@@ -27,7 +30,7 @@ TEST(ScheduleTest, SaveEverythingKeepsOnlyWhatBackwardReads) {
   EXPECT_EQ(s.kept, (std::vector<bool>{true, true, false, false}));
   EXPECT_EQ(s.recomputed_ops, 0);
   // act.out is freed after add's forward, its last reader.
-  EXPECT_EQ(s.forward[2].free_after, std::vector<int>{2});
+  EXPECT_THAT(s.forward[2].free_after, ElementsAre(2));
 }
 
 TEST(ScheduleTest, SacplanRecomputesOnlyWhatBackwardNeedsJustInTime) {
@@ -41,8 +44,8 @@ TEST(ScheduleTest, SacplanRecomputesOnlyWhatBackwardNeedsJustInTime) {
                           {StepKind::kBackward, 1},
                           {StepKind::kBackward, 0}}));
   // fc.out (tensor 1) freed after act's backward, x (0) after fc's.
-  EXPECT_EQ(s.backward[2].free_after, std::vector<int>{1});
-  EXPECT_EQ(s.backward[3].free_after, std::vector<int>{0});
+  EXPECT_THAT(s.backward[2].free_after, ElementsAre(1));
+  EXPECT_THAT(s.backward[3].free_after, ElementsAre(0));
 }
 
 // PyTorch's early stop: the re-run ends when the last tensor autograd saved
