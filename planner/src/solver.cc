@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "candidates.h"
+#include "parallel_for.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
@@ -407,7 +408,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     const std::vector<SaveMask> shared_masks = InitialSaveMasks(
         MeanTimes(analyses), options.semantics, options.exhaustive_max_ops,
         kFrontierLabelGrain * candidate_quantum_bytes);
-    for (const int b : members) {
+    ParallelFor(static_cast<int>(members.size()), SolverThreads(options.threads), [&](int m) {
+      const int b = members[m];
       const BlockAnalysis& analysis = model.blocks[b];
       std::vector<SaveMask> masks = shared_masks;
       if (members.size() > 1) {
@@ -425,7 +427,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
                              options.semantics)
                 .cost;
           }));
-    }
+    });
   }
   const HostLink& link = model.model->host_link;
   if (options.offload && link.available()) {
@@ -487,7 +489,8 @@ absl::StatusOr<const SolvedPlan*> Solver::LeastPeakPlan() const {
   std::call_once(least_peak_->searched, [this] {
     Search search = NewSearch();
     const std::vector<int> choice =
-        SearchChain(search, 0, /*minimize_peak=*/true, options_.memory_resolution);
+        SearchChain(search, 0, /*minimize_peak=*/true, options_.memory_resolution,
+                    SolverThreads(options_.threads));
     least_peak_->plan = Simulate(search.lists, choice);
   });
   if (!least_peak_->plan.ok()) return least_peak_->plan.status();
@@ -504,15 +507,17 @@ Solver::Search Solver::NewSearch() const {
 }
 
 bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
-                           const TimeBound* bound) const {
-  bool added = false;
-  for (size_t b = 0; b < choice.size(); ++b) {
+                           const TimeBound* bound, int threads) const {
+  // Each block's lists and sets are its own, and its class's memo is safe
+  // across threads, so blocks are expanded side by side.
+  std::vector<char> added(choice.size(), 0);
+  ParallelFor(static_cast<int>(choice.size()), threads, [&](int b) {
     BlockClass& cls = *block_class_[b];
-    if (!cls.lazy) continue;
+    if (!cls.lazy) return;
     // Neighbours of neighbours would walk away from the frontier one op at
     // a time; the eager set stops at one step too.
     const int initial = static_cast<int>(block_candidates_[b]->size());
-    if (choice[b] >= initial) continue;
+    if (choice[b] >= initial) return;
     const std::vector<BlockCandidate>& list = *search.lists[b];
     // The pick and the initial candidates next to it in kept bytes: a
     // neighbour of one of those may fit where the pick's do not.
@@ -525,7 +530,7 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
         around.push_back(list[order[r]].mask);
       }
     }
-    if (around.empty()) continue;
+    if (around.empty()) return;
     const BlockAnalysis& analysis = model_->blocks[b];
     std::unordered_set<SaveMask>& listed = search.listed[b];
     if (listed.empty()) {
@@ -534,7 +539,7 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
     std::vector<BlockCandidate> fresh;
     auto may_pay = [&](const SaveOutcome& outcome) {
       return bound == nullptr ||
-             bound->MayPay(static_cast<int>(b), outcome.recompute_ms, outcome.kept_bytes);
+             bound->MayPay(b, outcome.recompute_ms, outcome.kept_bytes);
     };
     for (SaveMask& mask : NeighboursWorthSimulating(analysis, options_.semantics,
                                                     std::move(around), list, may_pay)) {
@@ -542,7 +547,7 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
       const BlockCost cost = cls.Cost(mask, options_.semantics);
       fresh.push_back(InTimesOf(analysis, {std::move(mask), cost, {}}, options_.semantics));
     }
-    if (fresh.empty()) continue;
+    if (fresh.empty()) return;
     auto& grown = search.grown[b];
     if (grown == nullptr) {
       grown = std::make_shared<std::vector<BlockCandidate>>(list);
@@ -550,13 +555,13 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
     }
     grown->insert(grown->end(), std::make_move_iterator(fresh.begin()),
                   std::make_move_iterator(fresh.end()));
-    added = true;
-  }
-  return added;
+    added[b] = 1;
+  });
+  return std::find(added.begin(), added.end(), 1) != added.end();
 }
 
 std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
-                                     bool minimize_peak, int resolution) const {
+                                     bool minimize_peak, int resolution, int threads) const {
   const int64_t quantum_bytes =
       minimize_peak ? quantum_bytes_ : QuantumFor(budget_bytes, resolution);
   // With lazy blocks, a chain with coarser buckets, which costs a fraction
@@ -588,7 +593,10 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
     for (int round = 0; round <= (settle ? kMaxNeighbourRounds : 0); ++round) {
       if (round > 0) {
         const std::optional<TimeBound> bound = bound_for(choice);
-        if (choice.empty() || !AddNeighbours(search, choice, bound ? &*bound : nullptr)) break;
+        if (choice.empty() ||
+            !AddNeighbours(search, choice, bound ? &*bound : nullptr, threads)) {
+          break;
+        }
       }
       const std::optional<TimeBound> bound = bound_for(choice);
       std::vector<int> again =
@@ -754,10 +762,11 @@ absl::StatusOr<SolvedPlan> Solver::Simulate(const CandidateLists& lists,
 }
 
 absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes) const {
-  return Solve(budget_bytes, options_.memory_resolution);
+  return Solve(budget_bytes, options_.memory_resolution, SolverThreads(options_.threads));
 }
 
-absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) const {
+absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution,
+                                         int threads) const {
   std::vector<const SolvedPlan*> fallbacks;
   for (const SolvedPlan& plan : reference_plans_) fallbacks.push_back(&plan);
   if (budget_bytes < presets_min_peak_) {
@@ -777,7 +786,7 @@ absl::StatusOr<SolvedPlan> Solver::Solve(int64_t budget_bytes, int resolution) c
   }
   Search search = NewSearch();
   std::vector<int> choice =
-      SearchChain(search, budget_bytes, /*minimize_peak=*/false, resolution);
+      SearchChain(search, budget_bytes, /*minimize_peak=*/false, resolution, threads);
   absl::StatusOr<SolvedPlan> best = absl::NotFoundError("no plan");
   if (!choice.empty()) {
     ImproveGreedily(search.lists, budget_bytes, choice);
@@ -811,9 +820,14 @@ std::vector<SolvedPlan> Solver::Frontier(int points) const {
   if (const absl::StatusOr<const SolvedPlan*> least = LeastPeakPlan(); least.ok()) {
     budgets.push_back((*least)->result.peak_bytes);
   }
+  // The budgets are shared out among the threads, one solve each.
+  std::vector<absl::StatusOr<SolvedPlan>> solved(budgets.size(),
+                                                 absl::UnknownError("not solved"));
+  ParallelFor(static_cast<int>(budgets.size()), SolverThreads(options_.threads), [&](int i) {
+    solved[i] = Solve(budgets[i], options_.frontier_resolution, /*threads=*/1);
+  });
   std::vector<SolvedPlan> plans;
-  for (const int64_t budget : budgets) {
-    auto plan = Solve(budget, options_.frontier_resolution);
+  for (absl::StatusOr<SolvedPlan>& plan : solved) {
     if (plan.ok()) plans.push_back(*std::move(plan));
   }
   std::sort(plans.begin(), plans.end(),

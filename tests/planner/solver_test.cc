@@ -259,5 +259,53 @@ TEST(SolverTest, FrontierIsMonotoneAndNeverWorseThanAPreset) {
   }
 }
 
+// Preparing candidates, neighbour search and the frontier's budgets share
+// their work among threads; each piece writes to a slot of its own, so the
+// plans are the ones a single thread finds, at every budget and on the
+// frontier. Blocks timed one by one (one memory structure, own times) so
+// that a class has several members and every solve adds neighbours.
+TEST(SolverThreadsTest, PlansDoNotDependOnTheThreadCount) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      Model model = testing::RandomModel(6, 9, seed, /*identical=*/true);
+      for (size_t b = 1; b < model.blocks.size(); ++b) {
+        for (size_t k = 0; k < model.blocks[b].ops.size(); ++k) {
+          model.blocks[b].ops[k].fwd_ms *= 0.6 + 0.15 * static_cast<double>((b * 5 + k) % 7);
+        }
+      }
+      const AnalyzedModel analyzed = *AnalyzeModel(model);
+      SolverOptions one_thread;
+      one_thread.semantics = semantics;
+      one_thread.exhaustive_max_ops = 0;
+      one_thread.eager_neighbours_max_ops = 0;
+      one_thread.threads = 1;
+      SolverOptions four_threads = one_thread;
+      four_threads.threads = 4;
+      const Solver alone = *Solver::Create(analyzed, one_thread);
+      const Solver shared = *Solver::Create(analyzed, four_threads);
+      SCOPED_TRACE(::testing::Message() << SemanticsName(semantics) << " seed " << seed);
+      ASSERT_EQ(alone.MinPeakBytes(), shared.MinPeakBytes());
+      const int64_t low = alone.MinPeakBytes();
+      const int64_t high = alone.MaxUsefulPeakBytes();
+      for (int i = 0; i < 8; ++i) {
+        const int64_t budget = low + (high - low) * i / 7;
+        const auto a = alone.Solve(budget);
+        const auto b = shared.Solve(budget);
+        ASSERT_TRUE(a.ok() && b.ok()) << budget;
+        EXPECT_EQ(a->masks, b->masks) << budget;
+        EXPECT_EQ(a->result.step_ms, b->result.step_ms) << budget;
+        EXPECT_EQ(a->result.peak_bytes, b->result.peak_bytes) << budget;
+      }
+      const std::vector<SolvedPlan> a = alone.Frontier(16);
+      const std::vector<SolvedPlan> b = shared.Frontier(16);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].masks, b[i].masks) << i;
+        EXPECT_EQ(a[i].result.step_ms, b[i].result.step_ms) << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sacplan

@@ -45,6 +45,11 @@ struct SolverOptions {
   // negative budget takes the link's host_memory_bytes, 0 offloads nothing.
   bool offload = false;
   int64_t host_budget_bytes = -1;
+  // Threads that preparing the candidates and each solve share their
+  // blocks' simulations among, and that Frontier shares its budgets among
+  // (its solves then run on one each); 0: the machine's hardware threads,
+  // at most 8. Plans do not depend on it.
+  int threads = 0;
 };
 
 struct SolvedPlan {
@@ -134,7 +139,7 @@ class Solver {
   // minimising the peak). A time-minimising search's chains and neighbours
   // are bounded by its choice so far (TimeBound).
   std::vector<int> SearchChain(Search& search, int64_t budget_bytes,
-                               bool minimize_peak, int resolution) const;
+                               bool minimize_peak, int resolution, int threads) const;
   // Adds to each lazy block's list the neighbours worth simulating of its
   // pick, when that is an initial candidate, and of the kNeighbourWindow
   // initial candidates on each side of it in kept bytes, for those not
@@ -142,8 +147,8 @@ class Solver {
   // With a `bound`, only neighbours that may make a plan at most as slow
   // as its incumbent are added.
   bool AddNeighbours(Search& search, const std::vector<int>& choice,
-                     const TimeBound* bound) const;
-  absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution) const;
+                     const TimeBound* bound, int threads) const;
+  absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution, int threads) const;
   // Bucket size for a budget: budget / resolution, at least 1.
   int64_t QuantumFor(int64_t budget_bytes, int resolution) const;
   // Peak of a choice of candidates, composed from block costs.
