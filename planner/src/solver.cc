@@ -400,9 +400,10 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   // percent, but a fine frontier programme per class, not per block, is
   // what lets a model of tens of captured blocks plan in a fraction of a
   // second. The simulations, which only memory decides, are shared.
-  for (const auto& [lazy_class, members] : lazy_members) {
+  for (const auto& [lazy_class, class_members] : lazy_members) {
     // Clang does not let a lambda capture a structured binding.
     BlockClass* cls = lazy_class;
+    const std::vector<int>& members = class_members;
     std::vector<const BlockAnalysis*> analyses;
     for (const int b : members) analyses.push_back(&model.blocks[b]);
     const std::vector<SaveMask> shared_masks = InitialSaveMasks(
