@@ -133,17 +133,23 @@ struct Solver::TimeBound {
         // time, from rounding away.
         limit_ms(incumbent_ms + 1e-9 * std::max(1.0, std::abs(incumbent_ms))) {
     const int block_count = static_cast<int>(lists.size());
+    // For lambda >= 0 the least t + lambda * k among a block's candidates,
+    // and the fewest kept bytes among those that tie, is a vertex of the
+    // lower-left convex hull of their (kept bytes, time): the bisection
+    // walks each block's few vertices, not its hundreds of candidates.
+    std::vector<std::vector<HullPoint>> hulls;
+    hulls.reserve(block_count);
+    for (const auto& list : lists) hulls.push_back(LowerLeftHull(*list));
     auto slope = [&](double at) {
       double kept = 0;
-      for (const auto& list : lists) {
+      for (const std::vector<HullPoint>& hull : hulls) {
         double least = std::numeric_limits<double>::infinity();
         int64_t least_kept = 0;
-        for (const BlockCandidate& candidate : *list) {
-          const BlockCost& cost = candidate.cost;
-          const double value = CandidateMs(cost) + at * static_cast<double>(cost.kept_bytes);
-          if (value < least || (value == least && cost.kept_bytes < least_kept)) {
+        for (const HullPoint& point : hull) {
+          const double value = point.ms + at * static_cast<double>(point.kept_bytes);
+          if (value < least) {
             least = value;
-            least_kept = cost.kept_bytes;
+            least_kept = point.kept_bytes;
           }
         }
         kept += static_cast<double>(least_kept);
@@ -165,16 +171,51 @@ struct Solver::TimeBound {
     fastest_suffix_ms.assign(block_count + 1, 0);
     for (int b = block_count - 1; b >= 0; --b) {
       double relaxed = std::numeric_limits<double>::infinity();
-      double fastest = std::numeric_limits<double>::infinity();
-      for (const BlockCandidate& candidate : *lists[b]) {
-        const double ms = CandidateMs(candidate.cost);
-        relaxed = std::min(relaxed, Relaxed(ms, candidate.cost.kept_bytes));
-        fastest = std::min(fastest, ms);
+      for (const HullPoint& point : hulls[b]) {
+        relaxed = std::min(relaxed, Relaxed(point.ms, point.kept_bytes));
       }
+      // The hull ends at the fastest candidate.
+      const double fastest = hulls[b].empty() ? std::numeric_limits<double>::infinity()
+                                              : hulls[b].back().ms;
       relaxed_ms[b] = relaxed;
       relaxed_suffix_ms[b] = relaxed_suffix_ms[b + 1] + relaxed;
       fastest_suffix_ms[b] = fastest_suffix_ms[b + 1] + fastest;
     }
+  }
+
+  struct HullPoint {
+    int64_t kept_bytes;
+    double ms;
+  };
+
+  // By ascending kept bytes (and descending time), from the candidate that
+  // keeps least, the fastest of those, to the fastest, the one that keeps
+  // least of those: the points no mix of two others lies below.
+  static std::vector<HullPoint> LowerLeftHull(const std::vector<BlockCandidate>& candidates) {
+    std::vector<HullPoint> points;
+    points.reserve(candidates.size());
+    for (const BlockCandidate& candidate : candidates) {
+      points.push_back({candidate.cost.kept_bytes, CandidateMs(candidate.cost)});
+    }
+    std::sort(points.begin(), points.end(), [](const HullPoint& a, const HullPoint& b) {
+      return a.kept_bytes != b.kept_bytes ? a.kept_bytes < b.kept_bytes : a.ms < b.ms;
+    });
+    std::vector<HullPoint> hull;
+    for (const HullPoint& point : points) {
+      if (!hull.empty() && point.ms >= hull.back().ms) continue;  // slower, keeps as much
+      while (hull.size() >= 2) {
+        const HullPoint& a = hull[hull.size() - 2];
+        const HullPoint& b = hull.back();
+        // b on or above the segment from a to point: a mix of them beats it.
+        const double cross =
+            static_cast<double>(b.kept_bytes - a.kept_bytes) * (point.ms - a.ms) -
+            (b.ms - a.ms) * static_cast<double>(point.kept_bytes - a.kept_bytes);
+        if (cross > 0) break;
+        hull.pop_back();
+      }
+      hull.push_back(point);
+    }
+    return hull;
   }
 
   double Relaxed(double ms, int64_t kept_bytes) const {
@@ -310,19 +351,30 @@ std::vector<std::pair<int64_t, int>> UsefulCandidates(
     if (x.kept != y.kept) return x.kept < y.kept;
     return x.moment < y.moment;
   });
-  std::vector<Entry> useful;
-  for (const Entry& e : entries) {
-    bool beaten = false;
-    for (const Entry& u : useful) {
-      if (u.kept <= e.kept && u.moment <= e.moment) {
-        beaten = true;
-        break;
-      }
-    }
-    if (!beaten) useful.push_back(e);
-  }
+  // An entry is beaten when an earlier useful one keeps and adds at most as
+  // much: a Fenwick tree over the distinct kept bytes holds the least moment
+  // of the useful entries up to each, so the test costs a logarithm, not a
+  // pass over the useful entries (hundreds, once per block and chain).
+  std::vector<int64_t> kept_values;
+  kept_values.reserve(entries.size());
+  for (const Entry& e : entries) kept_values.push_back(e.kept);
+  std::sort(kept_values.begin(), kept_values.end());
+  kept_values.erase(std::unique(kept_values.begin(), kept_values.end()), kept_values.end());
+  std::vector<int64_t> least_moment(kept_values.size() + 1,
+                                    std::numeric_limits<int64_t>::max());
   std::vector<std::pair<int64_t, int>> by_moment;
-  for (const Entry& e : useful) by_moment.push_back({e.moment, e.index});
+  for (const Entry& e : entries) {
+    const size_t rank = static_cast<size_t>(
+        std::lower_bound(kept_values.begin(), kept_values.end(), e.kept) - kept_values.begin() +
+        1);
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (size_t i = rank; i > 0; i -= i & (~i + 1)) least = std::min(least, least_moment[i]);
+    if (least <= e.moment) continue;
+    for (size_t i = rank; i < least_moment.size(); i += i & (~i + 1)) {
+      least_moment[i] = std::min(least_moment[i], e.moment);
+    }
+    by_moment.push_back({e.moment, e.index});
+  }
   std::sort(by_moment.begin(), by_moment.end());
   return by_moment;
 }
