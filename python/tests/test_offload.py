@@ -14,16 +14,14 @@ every plan:
   peak, byte for byte, and none is left after the step;
 - gradients equal plain autograd's (float32 parameters, 1e-5).
 Across the plans, both ways in are used: op outputs and inputs of
-checkpointed blocks, and saved tensors of plain ones. Which plan is fastest
-depends on the captured times, and a capture on a loaded machine once
-measured saving an op slower than recomputing it, so that no checkpointed
-block offloaded: the plans are made on the capture with steady times
-(steady_times), and checked against the capture itself.
+checkpointed blocks, and saved tensors of plain ones. The plans are made on
+steady_times(capture) (a capture on a loaded machine once measured saving
+an op slower than recomputing it, and no checkpointed block offloaded) and
+checked against the capture itself.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 
 import pytest
@@ -32,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import sacplan_torch
 import unseen_blocks
+from steady_times import steady_times
 from sacplan_torch import SacplanError
 from test_unseen_blocks import assert_same_gradients, gradients
 
@@ -50,26 +49,6 @@ def captured(request):
                                     name=setup.name, warmup=1, repeats=1,
                                     host_link=INSTANT_LINK)
     return kind, profile
-
-
-TORCH_SAC_TIMES = ("checkpointed_fwd_ms", "saved_fwd_ms", "checkpointed_bwd_ms",
-                   "recompute_ms", "replay_ms")
-
-
-def steady_times(profile: dict) -> dict:
-    """The profile with each op's times set by the bytes it writes (1 us per
-    KiB, plus 1 us; backward twice forward, where the op has one) and no
-    measured checkpoint overheads: times that rank plans the same way on
-    every machine, whatever the capture measured."""
-    steady = copy.deepcopy(profile)
-    for block in steady["blocks"]:
-        for op in block["ops"]:
-            forward_ms = 1e-3 * (1 + sum(out["bytes"] for out in op["outputs"]) / 1024)
-            op["fwd_ms"] = forward_ms
-            op["bwd_ms"] = 2 * forward_ms if op["bwd_ms"] > 0 else 0.0
-            for key in TORCH_SAC_TIMES:
-                op.pop(key, None)
-    return steady
 
 
 def smallest_feasible(profile: dict, host_budget=HOST_BUDGET) -> int:
