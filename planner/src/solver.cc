@@ -330,7 +330,16 @@ class BucketLayer {
 // moment. Returns the candidates no other beats on those (on kept bytes and
 // moment alone when minimising the peak), as (moment, index) sorted by
 // moment so that a state can stop at the first that does not fit.
-std::vector<std::pair<int64_t, int>> UsefulCandidates(
+// What the chain reads of a useful candidate, side by side: a state is
+// offered every useful candidate of the next block.
+struct UsefulCandidate {
+  int64_t moment;
+  int64_t kept_bytes;
+  double ms;
+  int index;
+};
+
+std::vector<UsefulCandidate> UsefulCandidates(
     const StepConstants& c, int b, const std::vector<BlockCandidate>& candidates,
     bool minimize_peak) {
   struct Entry {
@@ -362,7 +371,7 @@ std::vector<std::pair<int64_t, int>> UsefulCandidates(
   kept_values.erase(std::unique(kept_values.begin(), kept_values.end()), kept_values.end());
   std::vector<int64_t> least_moment(kept_values.size() + 1,
                                     std::numeric_limits<int64_t>::max());
-  std::vector<std::pair<int64_t, int>> by_moment;
+  std::vector<UsefulCandidate> by_moment;
   for (const Entry& e : entries) {
     const size_t rank = static_cast<size_t>(
         std::lower_bound(kept_values.begin(), kept_values.end(), e.kept) - kept_values.begin() +
@@ -373,9 +382,12 @@ std::vector<std::pair<int64_t, int>> UsefulCandidates(
     for (size_t i = rank; i < least_moment.size(); i += i & (~i + 1)) {
       least_moment[i] = std::min(least_moment[i], e.moment);
     }
-    by_moment.push_back({e.moment, e.index});
+    by_moment.push_back({e.moment, e.kept, CandidateMs(candidates[e.index].cost), e.index});
   }
-  std::sort(by_moment.begin(), by_moment.end());
+  std::sort(by_moment.begin(), by_moment.end(),
+            [](const UsefulCandidate& x, const UsefulCandidate& y) {
+              return x.moment != y.moment ? x.moment < y.moment : x.index < y.index;
+            });
   return by_moment;
 }
 
@@ -729,24 +741,23 @@ std::vector<int> Solver::RunChain(const CandidateLists& lists,
   for (int b = 0; b < block_count; ++b) {
     BucketLayer next(quantum_bytes, max_prefix_bytes);
     const std::vector<BlockCandidate>& candidates = *lists[b];
-    const std::vector<std::pair<int64_t, int>> by_moment =
+    const std::vector<UsefulCandidate> by_moment =
         UsefulCandidates(c, b, candidates, minimize_peak);
     for (int si = 0; si < static_cast<int>(layers[b].size()); ++si) {
       const ChainState& s = layers[b][si];
-      for (const auto& [own_moment, ci] : by_moment) {
-        const BlockCost& cost = candidates[ci].cost;
-        const int64_t moment = s.prefix_kept_bytes + own_moment;
-        const int64_t prefix = s.prefix_kept_bytes + cost.kept_bytes;
+      for (const UsefulCandidate& cand : by_moment) {
+        const int64_t moment = s.prefix_kept_bytes + cand.moment;
+        const int64_t prefix = s.prefix_kept_bytes + cand.kept_bytes;
         double value;
         if (minimize_peak) {
           value = std::max(s.value, static_cast<double>(moment));
         } else {
           if (moment > budget_bytes) break;
           if (prefix + need[b + 1] > budget_bytes) continue;
-          value = s.value + CandidateMs(cost);
+          value = s.value + cand.ms;
           if (bound != nullptr && !bound->MayBeat(b + 1, value, prefix)) continue;
         }
-        next.Offer({prefix, value, si, ci});
+        next.Offer({prefix, value, si, cand.index});
       }
     }
     layers[b + 1] = next.Frontier();
