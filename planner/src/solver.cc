@@ -325,20 +325,21 @@ class BucketLayer {
   std::vector<ChainState> slots_;
 };
 
-// At block b only the candidate's kept bytes, its moment (the bytes it adds
-// to the kept prefix at its peak) and its time matter; F and B fold into the
-// moment. Returns the candidates no other beats on those (on kept bytes and
-// moment alone when minimising the peak), as (moment, index) sorted by
-// moment so that a state can stop at the first that does not fit.
-// What the chain reads of a useful candidate, side by side: a state is
-// offered every useful candidate of the next block.
+// What the chain reads of a candidate, side by side rather than through the
+// candidate list: a state is offered every useful candidate of the next
+// block.
 struct UsefulCandidate {
   int64_t moment;
   int64_t kept_bytes;
-  double ms;
-  int index;
+  double ms;  // CandidateMs
+  int index;  // in the block's candidate list
 };
 
+// At block b only the candidate's kept bytes, its moment (the bytes it adds
+// to the kept prefix at its peak) and its time matter; F and B fold into the
+// moment. Returns the candidates no other beats on those (on kept bytes and
+// moment alone when minimising the peak), sorted by moment (then index) so
+// that a state can stop at the first that does not fit.
 std::vector<UsefulCandidate> UsefulCandidates(
     const StepConstants& c, int b, const std::vector<BlockCandidate>& candidates,
     bool minimize_peak) {
@@ -376,10 +377,11 @@ std::vector<UsefulCandidate> UsefulCandidates(
     const size_t rank = static_cast<size_t>(
         std::lower_bound(kept_values.begin(), kept_values.end(), e.kept) - kept_values.begin() +
         1);
+    auto lowest_bit = [](size_t i) { return i & (~i + 1); };
     int64_t least = std::numeric_limits<int64_t>::max();
-    for (size_t i = rank; i > 0; i -= i & (~i + 1)) least = std::min(least, least_moment[i]);
+    for (size_t i = rank; i > 0; i -= lowest_bit(i)) least = std::min(least, least_moment[i]);
     if (least <= e.moment) continue;
-    for (size_t i = rank; i < least_moment.size(); i += i & (~i + 1)) {
+    for (size_t i = rank; i < least_moment.size(); i += lowest_bit(i)) {
       least_moment[i] = std::min(least_moment[i], e.moment);
     }
     by_moment.push_back({e.moment, e.kept, CandidateMs(candidates[e.index].cost), e.index});
