@@ -30,8 +30,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import sacplan_torch
 import unseen_blocks
-from steady_times import steady_times
 from sacplan_torch import SacplanError
+from steady_times import steady_times
 from test_unseen_blocks import assert_same_gradients, gradients
 
 TOLERANCE = 0.02
