@@ -380,9 +380,12 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       GPU it is measured when not given (pinned copies of 256 MiB, and
       the node's RAM shared by its GPUs); on CPU there is none unless
       given.
-    The model trains for warmup + 2 + 4 * repeats steps: the last 2 * repeats
-    with every block checkpointed, to time what selective checkpointing
-    costs per op (rerun_timing.py). Gradients are set to
+    The model trains for warmup + 2 + 4 * repeats steps: after the warm-up
+    and the two above, `repeats` rounds of four, which time the ops, a
+    plain step, and two steps with every block checkpointed, to time what
+    selective checkpointing costs per op (rerun_timing.py). The passes
+    take turns so that each sees the machine at the same speeds
+    (timed_passes.py). Gradients are set to
     None after each step. Raises SacplanError for bad input; on error no file
     is written.
 
@@ -427,16 +430,17 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         # Inside a process group the recorded step waits after every
         # collective (AllocationLog): its times are not a step's.
         timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
-    collectives = timed_passes.time_ops(s, repeats, fwd_samples, bwd_samples, bar)
-    phase, block_ms = timed_passes.time_plain_steps(s, repeats, bar)
-    rerun = rerun_timing.time_rerun(
+    op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
+    plain = timed_passes.PlainSteps(s)
+    rerun = rerun_timing.RerunPasses(
         s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
         [{op.id for op in t.ops if op.never_save} for t in rec.traces],
-        lambda: s.timed_step()["backward"], repeats, bar.advance)
+        lambda: s.timed_step()["backward"])
+    timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
 
-    records = _block_records(s, rec, fwd_samples, bwd_samples, block_ms, rerun, parallel,
-                             collectives)
-    timed_passes.share_unpacking(records, rerun, phase)
+    records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
+                             parallel, op_times.collectives)
+    timed_passes.share_unpacking(records, rerun.times, plain.phase)
     config = model_fingerprint(model, found)
     config.update({"name": name or type(model).__name__, "device": s.device.type})
     config.update(stream_fingerprint(rec.traces[0].inputs))
@@ -445,7 +449,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         "source": "pytorch",
         "device": _device_info(s.device, host_link),
         "model": {"name": config["name"], "config": config},
-        "fixed": _fixed(s, rec, records, phase, fsdp),
+        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
         "blocks": [r.to_json() for r in records],
     }
     if parallel is not None:

@@ -7,9 +7,10 @@ re-run either runs a call again (recomputed) or pops its cached output
 with small ops, it is a large part of what checkpointing costs, and an op's
 plain forward time does not predict it.
 
-Two passes of training steps with every block checkpointed measure it: in
-the first the policy recomputes every call, in the second it saves every
-call it may (collectives are always saved; an op written in place later can
+Two kinds of training step with every block checkpointed measure it
+(RerunPasses; capture has them take turns with its other passes): in the
+first the policy recomputes every call, in the second it saves every call
+it may (collectives are always saved; an op written in place later can
 never be). The policy runs before each call, so the time from one call's
 policy to the next is what that call costs under checkpointing: the op, the
 policy, the dispatch and the Python between. Views and other calls that are
@@ -186,37 +187,42 @@ class RerunTimes:
         return {op_id: ms * scale for op_id, ms in medians.items()}
 
 
-def time_rerun(found: List[Tuple[str, nn.Module]], clock: Clock, op_ids: List[Set[str]],
-               never_save: List[Set[str]], run_step: Callable[[], float],
-               repeats: int, advance: Callable[[str], None]) -> RerunTimes:
-    """`run_step()` trains one step and returns its backward phase's ms."""
-    fields = ("checkpointed_fwd_ms", "saved_fwd_ms", "recompute_ms", "replay_ms")
-    times = RerunTimes({field: [defaultdict(list) for _ in found] for field in fields},
-                       {field: [[] for _ in found] for field in fields}, [])
-    for save in (False, True):
-        for _ in range(repeats):
-            # Saved: the ops a plan may save (apply_plan saves nothing else).
-            wrapped = _Checkpointed(found, clock, [ids - never for ids, never in
-                                                   zip(op_ids, never_save)] if save else None)
-            try:
-                with set_checkpoint_early_stop(False):
-                    backward_ms = run_step()
-            finally:
-                wrapped.remove()
-            if not save:
-                times.backward_ms.append(backward_ms - sum(
-                    s.span_ms() for segments in wrapped.segments for s in segments
-                    if s.recompute))
-            for i, segments in enumerate(wrapped.segments):
-                for segment in segments:
-                    if segment.recompute is None:
-                        continue
-                    field = {(False, False): "checkpointed_fwd_ms",
-                             (True, False): "saved_fwd_ms", (False, True): "recompute_ms",
-                             (True, True): "replay_ms"}[(save, segment.recompute)]
-                    shares = segment.per_op_ms(op_ids[i])
-                    for op_id, ms in shares.items():
-                        times.samples[field][i][op_id].append(ms)
-                    times.spans[field][i].append(sum(shares.values()))
-            advance("checkpoint times")
-    return times
+class RerunPasses:
+    """Training steps with every block checkpointed, one per `step`: saving
+    nothing a plan could (save False) or every op a plan may (save True);
+    `times` gathers what they measure. `run_step()` trains one step and
+    returns its backward phase's ms."""
+
+    FIELDS = {(False, False): "checkpointed_fwd_ms", (True, False): "saved_fwd_ms",
+              (False, True): "recompute_ms", (True, True): "replay_ms"}
+
+    def __init__(self, found: List[Tuple[str, nn.Module]], clock: Clock,
+                 op_ids: List[Set[str]], never_save: List[Set[str]],
+                 run_step: Callable[[], float]):
+        self.found, self.clock, self.op_ids, self.run_step = found, clock, op_ids, run_step
+        # Saved: the ops a plan may save (apply_plan saves nothing else).
+        self.savable = [ids - never for ids, never in zip(op_ids, never_save)]
+        fields = self.FIELDS.values()
+        self.times = RerunTimes({field: [defaultdict(list) for _ in found] for field in fields},
+                                {field: [[] for _ in found] for field in fields}, [])
+
+    def step(self, save: bool) -> None:
+        wrapped = _Checkpointed(self.found, self.clock, self.savable if save else None)
+        try:
+            with set_checkpoint_early_stop(False):
+                backward_ms = self.run_step()
+        finally:
+            wrapped.remove()
+        if not save:
+            self.times.backward_ms.append(backward_ms - sum(
+                s.span_ms() for segments in wrapped.segments for s in segments
+                if s.recompute))
+        for i, segments in enumerate(wrapped.segments):
+            for segment in segments:
+                if segment.recompute is None:
+                    continue
+                field = self.FIELDS[(save, segment.recompute)]
+                shares = segment.per_op_ms(self.op_ids[i])
+                for op_id, ms in shares.items():
+                    self.times.samples[field][i][op_id].append(ms)
+                self.times.spans[field][i].append(sum(shares.values()))

@@ -1,7 +1,13 @@
 """The timed passes of capture: op times under a timing-only tracer, plain
-steps' phase and block times, and what checkpoint's saved-tensor hooks add
-to each op's backward (rerun_timing.py times the rest of what selective
-checkpointing costs). Each takes capture's step (capture._Step)."""
+steps' phase and block times, and steps with every block checkpointed
+(rerun_timing.py), which time what selective checkpointing costs per op.
+
+The passes take turns, one step each, `repeats` times over (run_passes).
+On a CPU whose speed changes every few seconds, passes run one after the
+other can each see a different speed, and a profile that mixes them
+predicts checkpointing too dear or too cheap against a plain step; taking
+turns, every pass samples every speed its neighbours do. Each pass takes
+capture's step (capture._Step)."""
 
 from __future__ import annotations
 
@@ -26,41 +32,51 @@ def add_samples(traces, clock: Clock, fwd_samples, bwd_samples) -> None:
             bwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
 
 
-def time_ops(s, repeats: int, fwd_samples, bwd_samples,
-              bar: Progress) -> Optional[distributed.CollectiveSync]:
-    """Steps under a tracer that only times: each op's forward and
-    backward. Collectives complete before they return while timed, so an
-    all-to-all op's time is the exchange's, and FSDP2's all-gathers and
-    reduce-scatters are timed per block (returned)."""
-    collectives = distributed.CollectiveSync(settle=False) if distributed.active() else None
-    for _ in range(repeats):
+class OpTimes:
+    """Steps under a tracer that only times: each op's forward and backward
+    (appended to fwd_samples and bwd_samples). Collectives complete before
+    they return while timed, so an all-to-all op's time is the exchange's,
+    and FSDP2's all-gathers and reduce-scatters are timed per block
+    (`collectives`, None outside a process group)."""
+
+    def __init__(self, s, fwd_samples, bwd_samples):
+        self.s, self.fwd_samples, self.bwd_samples = s, fwd_samples, bwd_samples
+        self.collectives: Optional[distributed.CollectiveSync] = (
+            distributed.CollectiveSync(settle=False) if distributed.active() else None)
+
+    def step(self) -> None:
+        s = self.s
         timer = Tracer(s.found, s.resident, s.clock, structure=False)
         try:
-            if collectives is not None:
-                collectives.__enter__()
+            if self.collectives is not None:
+                self.collectives.__enter__()
             try:
                 with timer:
                     loss = s.loss()
                 s.finish(loss)
             finally:
-                if collectives is not None:
-                    collectives.__exit__(None, None, None)
+                if self.collectives is not None:
+                    self.collectives.__exit__(None, None, None)
             del loss
             sync(s.device)
         finally:
             timer.remove()
-        add_samples(timer.traces, s.clock, fwd_samples, bwd_samples)
-        bar.advance("op times")
-    return collectives
+        add_samples(timer.traces, s.clock, self.fwd_samples, self.bwd_samples)
 
 
-def time_plain_steps(s, repeats: int, bar: Progress):
-    """Plain steps: the time of each phase and of each block's forward, with
-    no dispatch mode in the way (process CPU time on CPU, wall time after a
-    synchronize on GPU)."""
-    phase = defaultdict(list)
-    block_ms = [[] for _ in s.found]
-    for _ in range(repeats):
+class PlainSteps:
+    """Plain steps: the time of each phase (`phase`, name -> ms per step)
+    and of each block's forward (`block_ms`, per block), with no dispatch
+    mode in the way (process CPU time on CPU, wall time after a synchronize
+    on GPU)."""
+
+    def __init__(self, s):
+        self.s = s
+        self.phase = defaultdict(list)
+        self.block_ms: List[List[float]] = [[] for _ in s.found]
+
+    def step(self) -> None:
+        s = self.s
         starts = {}
         handles = []
         for i, (_, module) in enumerate(s.found):
@@ -68,18 +84,31 @@ def time_plain_steps(s, repeats: int, bar: Progress):
                 starts[i] = s.tick()
 
             def post(module, args, output, i=i):
-                block_ms[i].append((s.tick() - starts[i]) * 1e3)
+                self.block_ms[i].append((s.tick() - starts[i]) * 1e3)
 
             handles.append(module.register_forward_pre_hook(pre))
             handles.append(module.register_forward_hook(post))
         try:
             for name, ms in s.timed_step().items():
-                phase[name].append(ms)
+                self.phase[name].append(ms)
         finally:
             for handle in handles:
                 handle.remove()
+
+
+def run_passes(repeats: int, op_times: OpTimes, plain: PlainSteps,
+               rerun: rerun_timing.RerunPasses, bar: Progress) -> None:
+    """`repeats` rounds of one step of each pass, in turn: op times, a
+    plain step, then checkpointed steps recomputing every call and saving
+    every call a plan may. The bar advances after each step."""
+    for _ in range(repeats):
+        op_times.step()
+        bar.advance("op times")
+        plain.step()
         bar.advance("step times")
-    return phase, block_ms
+        for save in (False, True):
+            rerun.step(save)
+            bar.advance("checkpoint times")
 
 
 def share_unpacking(records: List[BlockRecord], rerun: rerun_timing.RerunTimes,
