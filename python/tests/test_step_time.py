@@ -2,8 +2,8 @@
 captured profile) against the measured process CPU time of real training
 steps under each applied plan: none, full, attn_only, torchtitan and the
 optimal plan at two budgets, on the blocks of unseen_blocks.py at two
-sizes. The bar: within TOLERANCE (20%; the issue asks 15%), and plans whose
-predictions differ by more than that are measured in the same order.
+sizes. The bar: within TOLERANCE (15%), and plans whose predictions differ
+by more than that are measured in the same order.
 
 A timing check, so it is a stage of its own (pytest -m fidelity, after the
 rest of the suite; docs/python.md, "Step time").
@@ -49,12 +49,12 @@ pytestmark = pytest.mark.fidelity
 # The module, not the function sacplan_torch.capture that shadows its name.
 capture_module = importlib.import_module("sacplan_torch.capture")
 
-# Issue 18 asks for 15%. Taken at one speed, three whole runs of this stage
-# here (alone on the machine) ended with every case within 15% twice; the
-# third missed on the small double-stream block three rounds running, its
-# checkpointed plans predicted 5-20% dear (torchtitan +18.7%, +20.1%). Held
-# to 20% until that is understood.
-TOLERANCE = 0.20
+# Six whole runs of this stage here, alone on the machine, once capture's
+# timed passes took turns (timed_passes.run_passes): 3 of 36 cases missed
+# 15% in their first round (by 15.0%, 16.8% and 27.2%) and every case was
+# within it by its second. Before, with the passes one after another, 5 of
+# 30 first rounds missed and one case missed three rounds running.
+TOLERANCE = 0.15
 CASES = [(kind, size) for kind in ("flux", "moe", "dropout") for size in ("small", "large")]
 PASSES, STEPS, ROUNDS, ROUND_BUDGET_S = 4, 2, 3, 240
 
