@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "grad_schedule.h"
 #include "sacplan/planner/op_kinds.h"
 
 namespace sacplan {
@@ -128,6 +129,7 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
           "backward does not need its output (e.g. the residual add)"));
     }
   }
+  a.gradients = std::make_shared<const BlockGradients>(LowerBlockGradients(a));
   return a;
 }
 

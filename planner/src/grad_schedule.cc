@@ -93,14 +93,14 @@ int Size(const auto& list) { return static_cast<int>(list.size()); }
 // scratch while it runs), into a new buffer otherwise. Shared inputs'
 // gradients accumulate in place into buffers the step allocated once. The
 // gradient of an input read in slices is a slice-sized buffer of its own.
-void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
-                       ScheduleStep& step, BlockSchedule& schedule) {
-  const OpNode& op = block.ops[step.op];
-  step.grad_joins = {Size(schedule.grad_joins), Size(schedule.grad_joins)};
+void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads, int op_index,
+                       BlockGradients::StepRanges& step, BlockGradients& lists) {
+  const OpNode& op = block.ops[op_index];
+  step.grad_joins = {Size(lists.grad_joins), Size(lists.grad_joins)};
   for (int out : op.outputs) {
-    JoinSlices(block, grads, out, schedule.grad_joins, step.grad_joins);
+    JoinSlices(block, grads, out, lists.grad_joins, step.grad_joins);
   }
-  step.input_grads.begin = Size(schedule.input_grads);
+  step.input_grads.begin = Size(lists.input_grads);
   const int pass_from =
       (op.passes_grad_through || op.splits_grad) && grads.live(op.outputs[0])
           ? op.outputs[0]
@@ -114,7 +114,7 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
                        (op.splits_grad || grad_bytes == block.tensors[pass_from].bytes);
     const int64_t scratch_bytes = alias ? 0 : grad_bytes;
     // Filled in place: the list is reserved, and nothing else grows it here.
-    GradInput& grad = schedule.input_grads.emplace_back();
+    GradInput& grad = lists.input_grads.emplace_back();
     grad.input = static_cast<int>(i);
     if (node.shared_input) {
       grad.kind = GradKind::kAddToShared;
@@ -148,39 +148,60 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads,
       grad.scratch_bytes = scratch_bytes;
     }
   }
-  step.input_grads.end = Size(schedule.input_grads);
-  step.grad_drops.begin = Size(schedule.grad_drops);
-  step.grad_frees.begin = Size(schedule.grad_frees);
+  step.input_grads.end = Size(lists.input_grads);
+  step.grad_drops.begin = Size(lists.grad_drops);
+  step.grad_frees.begin = Size(lists.grad_frees);
   for (int out : op.outputs) {
     if (!grads.live(out)) continue;
-    schedule.grad_drops.push_back(out);
+    lists.grad_drops.push_back(out);
     if (const int freed = grads.Release(out); freed >= 0) {
-      schedule.grad_frees.push_back(freed);
+      lists.grad_frees.push_back(freed);
     }
   }
-  step.grad_drops.end = Size(schedule.grad_drops);
-  step.grad_frees.end = Size(schedule.grad_frees);
+  step.grad_drops.end = Size(lists.grad_drops);
+  step.grad_frees.end = Size(lists.grad_frees);
 }
 
 }  // namespace
 
-void LowerGradients(const BlockAnalysis& block, BlockSchedule& schedule) {
+BlockGradients LowerBlockGradients(const BlockAnalysis& block) {
+  BlockGradients gradients;
   GradBuffers grads(static_cast<int>(block.tensors.size()));
   // Buffers 0 to streams - 1: the outputs' gradients, stream by stream.
   for (int out : block.outputs) grads.Adopt(out, block.tensors[out].bytes);
-  schedule.input_grads.reserve(2 * block.ops.size());
-  schedule.grad_drops.reserve(block.ops.size());
-  schedule.grad_frees.reserve(block.ops.size());
-  for (ScheduleStep& step : schedule.backward) {
-    if (step.kind == StepKind::kBackward) LowerBackwardStep(block, grads, step, schedule);
+  gradients.input_grads.reserve(2 * block.ops.size());
+  gradients.grad_drops.reserve(block.ops.size());
+  gradients.grad_frees.reserve(block.ops.size());
+  gradients.op_steps.resize(block.ops.size());
+  for (int k = block.op_count() - 1; k >= 0; --k) {
+    LowerBackwardStep(block, grads, k, gradients.op_steps[k], gradients);
   }
-  const int joins = Size(schedule.grad_joins);
-  schedule.final_grad_joins = {joins, joins};
+  const int joins = Size(gradients.grad_joins);
+  gradients.final_grad_joins = {joins, joins};
   for (int in : block.carried_inputs) {
-    JoinSlices(block, grads, in, schedule.grad_joins, schedule.final_grad_joins);
-    schedule.carried_grad_buffers.push_back(grads.buffer_of(in));
+    JoinSlices(block, grads, in, gradients.grad_joins, gradients.final_grad_joins);
+    gradients.carried_grad_buffers.push_back(grads.buffer_of(in));
   }
-  schedule.grad_buffer_bytes = grads.TakeBufferBytes();
+  gradients.grad_buffer_bytes = grads.TakeBufferBytes();
+  return gradients;
+}
+
+void ApplyGradients(const BlockGradients& gradients, BlockSchedule& schedule) {
+  for (ScheduleStep& step : schedule.backward) {
+    if (step.kind != StepKind::kBackward) continue;
+    const BlockGradients::StepRanges& ranges = gradients.op_steps[step.op];
+    step.grad_joins = ranges.grad_joins;
+    step.input_grads = ranges.input_grads;
+    step.grad_drops = ranges.grad_drops;
+    step.grad_frees = ranges.grad_frees;
+  }
+  schedule.grad_joins = gradients.grad_joins;
+  schedule.input_grads = gradients.input_grads;
+  schedule.grad_drops = gradients.grad_drops;
+  schedule.grad_frees = gradients.grad_frees;
+  schedule.grad_buffer_bytes = gradients.grad_buffer_bytes;
+  schedule.carried_grad_buffers = gradients.carried_grad_buffers;
+  schedule.final_grad_joins = gradients.final_grad_joins;
 }
 
 }  // namespace sacplan

@@ -408,7 +408,11 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
     LowerSacplanBackward(block, schedule, materialized);
     PlaceBackwardFrees(block, schedule, materialized);
   }
-  LowerGradients(block, schedule);
+  if (block.gradients != nullptr) {
+    ApplyGradients(*block.gradients, schedule);
+  } else {
+    ApplyGradients(LowerBlockGradients(block), schedule);
+  }
   return schedule;
 }
 

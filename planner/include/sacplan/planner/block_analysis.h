@@ -5,6 +5,7 @@
 #define SACPLAN_PLANNER_BLOCK_ANALYSIS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,8 @@ struct OpNode {
   bool splits_grad = false;
 };
 
+struct BlockGradients;  // internal to the planner (src/grad_schedule.h)
+
 struct BlockAnalysis {
   std::vector<TensorNode> tensors;  // block inputs first, then op outputs
   std::vector<OpNode> ops;          // same order as Block::ops
@@ -90,6 +93,10 @@ struct BlockAnalysis {
   // saves an op's inputs before the op runs and its outputs after, so the
   // re-run computes the last saving op only in this case.
   bool last_saving_op_reads_output = false;
+  // The gradient part of every schedule of the block, which no save set
+  // changes: lowered once here rather than per save set. Null in an
+  // analysis not made by AnalyzeBlock (LowerBlock then lowers it itself).
+  std::shared_ptr<const BlockGradients> gradients;
 
   int op_count() const { return static_cast<int>(ops.size()); }
   // Op index for an id, or -1.
