@@ -422,11 +422,15 @@ bool SameMemoryStructure(const Block& a, const Block& b) {
 }
 
 bool SameStructure(const Block& a, const Block& b) {
-  if (!SameMemoryStructure(a, b)) return false;
+  // Times first: blocks of one memory structure timed one by one (a
+  // captured model's) differ there, and comparing them costs a fraction of
+  // comparing every op's names and tensors. The solver compares each block
+  // with every one before it.
+  if (a.ops.size() != b.ops.size()) return false;
   for (size_t i = 0; i < a.ops.size(); ++i) {
     if (!SameOpTimes(a.ops[i], b.ops[i])) return false;
   }
-  return true;
+  return SameMemoryStructure(a, b);
 }
 
 }  // namespace sacplan
