@@ -4,6 +4,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "peak_bounds.h"
+
 namespace sacplan {
 namespace {
 
@@ -379,24 +381,40 @@ std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
     const std::vector<BlockCandidate>& known,
-    const std::function<bool(const SaveOutcome&)>& may_pay) {
+    const std::function<bool(const SaveOutcome&)>& may_pay,
+    const std::function<int64_t(const BlockCost&)>& moment) {
   // A neighbour's peaks are at least its kept bytes plus the block outputs
   // (live at the end of forward, and as their gradients when backward
-  // starts); skip simulating those a known candidate beats even against
-  // that.
+  // starts), and at least what its kept tensors and those every save set
+  // holds take at some op (PeakLowerBounds); skip simulating those a known
+  // candidate beats even against that. On a 30-block capture 72% of the
+  // neighbours simulated were beaten once simulated.
   int64_t output_bytes = 0;
   for (int out : block.outputs) output_bytes += block.tensors[out].bytes;
+  const PeakLowerBounds bounds(block, semantics);
+  std::vector<int64_t> known_moments;
+  if (moment != nullptr) {
+    for (const BlockCandidate& candidate : known) known_moments.push_back(moment(candidate.cost));
+  }
   std::vector<SaveMask> worth_simulating;
   for (SaveMask& mask :
        UsefulMasks(block, semantics, WithNeighbours(block, std::move(masks)))) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);
     if (may_pay != nullptr && !may_pay(outcome)) continue;
-    const int64_t least_peak = outcome.kept_bytes + output_bytes;
+    BlockCost least;
+    least.kept_bytes = outcome.kept_bytes;
+    least.forward_peak_bytes =
+        std::max(outcome.kept_bytes + output_bytes, bounds.Forward(outcome));
+    least.backward_peak_bytes =
+        std::max(outcome.kept_bytes + output_bytes, bounds.Backward(outcome));
+    const int64_t least_moment = moment != nullptr ? moment(least) : 0;
     bool beaten = false;
-    for (const BlockCandidate& candidate : known) {
-      const BlockCost& c = candidate.cost;
-      if (c.kept_bytes <= outcome.kept_bytes && CandidateMs(c) <= outcome.recompute_ms &&
-          c.forward_peak_bytes <= least_peak && c.backward_peak_bytes <= least_peak) {
+    for (size_t i = 0; i < known.size(); ++i) {
+      const BlockCost& c = known[i].cost;
+      if (c.kept_bytes > outcome.kept_bytes || CandidateMs(c) > outcome.recompute_ms) continue;
+      if (moment != nullptr ? known_moments[i] <= least_moment
+                            : c.forward_peak_bytes <= least.forward_peak_bytes &&
+                                  c.backward_peak_bytes <= least.backward_peak_bytes) {
         beaten = true;
         break;
       }

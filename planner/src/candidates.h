@@ -132,14 +132,19 @@ std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
                                              const EvaluateFn& evaluate);
 
 // The one-op neighbours of `masks` (WithNeighbours, made useful as in
-// InitialSaveMasks) that no `known` candidate beats even against a lower
-// bound of their peaks, and that `may_pay` (when given) accepts on their
-// kept bytes and recompute time (DecideSaves, in `block`'s times): those
-// worth simulating. `known` costs must be in `block`'s times.
+// InitialSaveMasks) that no `known` candidate beats even against lower
+// bounds of their peaks (PeakLowerBounds), and that `may_pay` (when given)
+// accepts on their kept bytes and recompute time (DecideSaves, in
+// `block`'s times): those worth simulating. `known` costs must be in
+// `block`'s times. A known candidate beats a neighbour when it keeps at
+// most as much in at most the time, and peaks at most as high: both peaks,
+// or, with `moment` (what the solver's chain reads of a cost: the bytes
+// it adds at its block's highest moment), that alone.
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
     const std::vector<BlockCandidate>& known,
-    const std::function<bool(const SaveOutcome&)>& may_pay = nullptr);
+    const std::function<bool(const SaveOutcome&)>& may_pay = nullptr,
+    const std::function<int64_t(const BlockCost&)>& moment = nullptr);
 
 // The initial candidates (InitialSaveMasks, CostedCandidates), from the
 // exact (kept, recompute) frontier, and, unless

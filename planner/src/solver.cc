@@ -608,8 +608,9 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
       return bound == nullptr ||
              bound->MayPay(b, outcome.recompute_ms, outcome.kept_bytes);
     };
+    auto moment = [&](const BlockCost& cost) { return BlockMoment(*constants_, b, cost, 0); };
     for (SaveMask& mask : NeighboursWorthSimulating(analysis, options_.semantics,
-                                                    std::move(around), list, may_pay)) {
+                                                    std::move(around), list, may_pay, moment)) {
       if (!listed.insert(mask).second) continue;
       const BlockCost cost = cls.Cost(mask, options_.semantics);
       fresh.push_back(InTimesOf(analysis, {std::move(mask), cost, {}}, options_.semantics));
