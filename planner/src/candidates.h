@@ -76,6 +76,11 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
 // simulation of a block with the same memory structure.
 using EvaluateFn = std::function<BlockCost(const SaveMask&)>;
 
+// Sorts `masks` as std::sort does (std::vector<bool>'s operator<) and drops
+// repeats, comparing packed words instead of bits when the masks have one
+// length (a block's save sets or offload masks always do).
+void SortUnique(std::vector<std::vector<bool>>& masks);
+
 // Every save set of the non-collective ops (2^n of them). Only for small n.
 std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
 
@@ -132,14 +137,15 @@ std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
                                              const EvaluateFn& evaluate);
 
 // The one-op neighbours of `masks` (WithNeighbours, made useful as in
-// InitialSaveMasks) that no `known` candidate beats even against lower
-// bounds of their peaks (PeakLowerBounds), and that `may_pay` (when given)
-// accepts on their kept bytes and recompute time (DecideSaves, in
-// `block`'s times): those worth simulating. `known` costs must be in
-// `block`'s times. A known candidate beats a neighbour when it keeps at
-// most as much in at most the time, and peaks at most as high: both peaks,
-// or, with `moment` (what the solver's chain reads of a cost: the bytes
-// it adds at its block's highest moment), that alone.
+// InitialSaveMasks) that no `known` candidate beats even against a lower
+// bound of their peaks, and that `may_pay` (when given) accepts on their
+// kept bytes and recompute time (DecideSaves, in `block`'s times): those
+// worth simulating. `known` costs must be in `block`'s times. A known
+// candidate beats a neighbour when it keeps at most as much in at most the
+// time, and peaks at most as high: both peaks against kept bytes plus the
+// block outputs; or, with `moment` (what the solver's chain reads of a
+// cost: the bytes it adds at its block's highest moment), that alone
+// against the tighter PeakLowerBounds.
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
     const std::vector<BlockCandidate>& known,

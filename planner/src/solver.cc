@@ -485,8 +485,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
                              kOwnFrontierLabelGrain * candidate_quantum_bytes);
         masks.insert(masks.end(), std::make_move_iterator(own.begin()),
                      std::make_move_iterator(own.end()));
-        std::sort(masks.begin(), masks.end());
-        masks.erase(std::unique(masks.begin(), masks.end()), masks.end());
+        SortUnique(masks);
       }
       solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
           CostedCandidates(masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
