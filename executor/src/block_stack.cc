@@ -251,7 +251,7 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
               block.op_ids[k], "' backward returned ", result.inputs.size(),
               " input gradients for ", node.inputs.size(), " inputs");
   const BlockSchedule& schedule = (*state.schedules)[b];
-  for (const GradInput& g : Entries(schedule.input_grads, step.input_grads)) {
+  for (const GradInput& g : Entries(schedule.grads.input_grads, step.input_grads)) {
     const int t = node.inputs[g.input];
     if (!result.inputs[g.input].defined()) continue;
     // Block inputs come first among the tensors, so t indexes shared_slot.
@@ -276,7 +276,7 @@ void RunOpBackward(StackState& state, int b, const ScheduleStep& step,
   }
   result.params.clear();
   Observe(state, Phase::kBackward, b, k);
-  FreeAll(grads, Entries(schedule.grad_drops, step.grad_drops));
+  FreeAll(grads, Entries(schedule.grads.grad_drops, step.grad_drops));
   for (int t : node.outputs) {
     TORCH_CHECK(!grads[t].defined(), "sacplan executor: the gradient of '",
                 block.tensors[t].id, "' outlives its producer's backward");

@@ -63,7 +63,7 @@ void BlockInterpreter::EndAutocastRegion() {
 
 std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& output_grads) {
   backward_start_ms_ = clock_ms_;
-  grads_.assign(schedule_.grad_buffer_bytes.size(), -1);
+  grads_.assign(schedule_.grads.grad_buffer_bytes.size(), -1);
   // Buffers 0 to streams - 1 are the outputs' gradients (LowerGradients).
   std::copy(output_grads.begin(), output_grads.end(), grads_.begin());
   param_grads_.clear();
@@ -83,11 +83,12 @@ std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& ou
     }
     for (int t : step.free_after) FreeActivation(t);
   }
-  for (const GradJoin& join : Entries(schedule_.grad_joins, schedule_.final_grad_joins)) {
+  const GradientLists& lists = schedule_.grads;
+  for (const GradJoin& join : Entries(lists.grad_joins, lists.final_grad_joins)) {
     JoinSlices(join, 0);
   }
   std::vector<BufferId> carried_grads;
-  for (int buffer : schedule_.carried_grad_buffers) {
+  for (int buffer : schedule_.grads.carried_grad_buffers) {
     carried_grads.push_back(buffer >= 0 ? grads_[buffer] : -1);
   }
   return carried_grads;
@@ -99,11 +100,11 @@ std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& ou
 // buffers its outputs' gradients free.
 void BlockInterpreter::BackwardOp(const ScheduleStep& step) {
   const OpNode& op = block_.ops[step.op];
-  for (const GradJoin& join : Entries(schedule_.grad_joins, step.grad_joins)) {
+  for (const GradJoin& join : Entries(schedule_.grads.grad_joins, step.grad_joins)) {
     JoinSlices(join, step.op);
   }
   int64_t scratch_bytes = 0;
-  for (const GradInput& grad : Entries(schedule_.input_grads, step.input_grads)) {
+  for (const GradInput& grad : Entries(schedule_.grads.input_grads, step.input_grads)) {
     if (grad.buffer >= 0) {
       grads_[grad.buffer] = tracker_.Alloc(MemoryCategory::kActivationGrads, grad.alloc_bytes);
     }
@@ -111,7 +112,7 @@ void BlockInterpreter::BackwardOp(const ScheduleStep& step) {
   }
   param_grads_.push_back(tracker_.Alloc(MemoryCategory::kParamGrads, op.param_bytes));
   RunOp(Phase::kBackward, step.op, op.bwd_workspace_bytes + scratch_bytes, op.bwd_ms);
-  for (int buffer : Entries(schedule_.grad_frees, step.grad_frees)) {
+  for (int buffer : Entries(schedule_.grads.grad_frees, step.grad_frees)) {
     tracker_.Free(grads_[buffer]);
   }
 }

@@ -94,7 +94,7 @@ int Size(const auto& list) { return static_cast<int>(list.size()); }
 // gradients accumulate in place into buffers the step allocated once. The
 // gradient of an input read in slices is a slice-sized buffer of its own.
 void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads, int op_index,
-                       BlockGradients::StepRanges& step, BlockGradients& lists) {
+                       BlockGradients::StepRanges& step, GradientLists& lists) {
   const OpNode& op = block.ops[op_index];
   step.grad_joins = {Size(lists.grad_joins), Size(lists.grad_joins)};
   for (int out : op.outputs) {
@@ -166,23 +166,24 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads, int op_in
 
 BlockGradients LowerBlockGradients(const BlockAnalysis& block) {
   BlockGradients gradients;
+  GradientLists& lists = gradients.lists;
   GradBuffers grads(static_cast<int>(block.tensors.size()));
   // Buffers 0 to streams - 1: the outputs' gradients, stream by stream.
   for (int out : block.outputs) grads.Adopt(out, block.tensors[out].bytes);
-  gradients.input_grads.reserve(2 * block.ops.size());
-  gradients.grad_drops.reserve(block.ops.size());
-  gradients.grad_frees.reserve(block.ops.size());
+  lists.input_grads.reserve(2 * block.ops.size());
+  lists.grad_drops.reserve(block.ops.size());
+  lists.grad_frees.reserve(block.ops.size());
   gradients.op_steps.resize(block.ops.size());
   for (int k = block.op_count() - 1; k >= 0; --k) {
-    LowerBackwardStep(block, grads, k, gradients.op_steps[k], gradients);
+    LowerBackwardStep(block, grads, k, gradients.op_steps[k], lists);
   }
-  const int joins = Size(gradients.grad_joins);
-  gradients.final_grad_joins = {joins, joins};
+  const int joins = Size(lists.grad_joins);
+  lists.final_grad_joins = {joins, joins};
   for (int in : block.carried_inputs) {
-    JoinSlices(block, grads, in, gradients.grad_joins, gradients.final_grad_joins);
-    gradients.carried_grad_buffers.push_back(grads.buffer_of(in));
+    JoinSlices(block, grads, in, lists.grad_joins, lists.final_grad_joins);
+    lists.carried_grad_buffers.push_back(grads.buffer_of(in));
   }
-  gradients.grad_buffer_bytes = grads.TakeBufferBytes();
+  lists.grad_buffer_bytes = grads.TakeBufferBytes();
   return gradients;
 }
 
@@ -195,13 +196,7 @@ void ApplyGradients(const BlockGradients& gradients, BlockSchedule& schedule) {
     step.grad_drops = ranges.grad_drops;
     step.grad_frees = ranges.grad_frees;
   }
-  schedule.grad_joins = gradients.grad_joins;
-  schedule.input_grads = gradients.input_grads;
-  schedule.grad_drops = gradients.grad_drops;
-  schedule.grad_frees = gradients.grad_frees;
-  schedule.grad_buffer_bytes = gradients.grad_buffer_bytes;
-  schedule.carried_grad_buffers = gradients.carried_grad_buffers;
-  schedule.final_grad_joins = gradients.final_grad_joins;
+  schedule.grads = gradients.lists;
 }
 
 }  // namespace sacplan

@@ -11,22 +11,11 @@
 
 namespace sacplan {
 
-// The gradient part of a block's schedule. It depends on the block alone:
-// whatever the save set, the backward runs every op's backward once, in
-// reverse op order, with recomputes (which touch no gradient) between
-// them. So it is lowered once per block (AnalyzeBlock keeps it in
-// BlockAnalysis::gradients) and copied into each schedule, rather than
-// lowered again for every save set the solver simulates.
+// What LowerBlock copies into each schedule of a block
+// (BlockSchedule::grads and the backward steps' ranges), lowered once.
 struct BlockGradients {
-  // BlockSchedule's gradient lists and final joins, as LowerBlock sets them.
-  std::vector<GradJoin> grad_joins;
-  std::vector<GradInput> input_grads;
-  std::vector<int> grad_drops;
-  std::vector<int> grad_frees;
-  std::vector<int64_t> grad_buffer_bytes;
-  std::vector<int> carried_grad_buffers;
-  IndexRange final_grad_joins;
-  // Per op, its backward step's ranges of those lists.
+  GradientLists lists;
+  // Per op, its backward step's ranges of the lists.
   struct StepRanges {
     IndexRange grad_joins;
     IndexRange input_grads;

@@ -48,27 +48,27 @@ PeakLowerBounds::PeakLowerBounds(const BlockAnalysis& block, Semantics semantics
   std::optional<BlockGradients> lowered;
   if (block.gradients == nullptr) lowered = LowerBlockGradients(block);
   const BlockGradients& gradients = block.gradients != nullptr ? *block.gradients : *lowered;
-  const std::vector<int64_t>& buffer_bytes = gradients.grad_buffer_bytes;
+  const std::vector<int64_t>& buffer_bytes = gradients.lists.grad_buffer_bytes;
   int64_t live_bytes = 0;
   for (size_t s = 0; s < block.outputs.size(); ++s) live_bytes += buffer_bytes[s];
   for (int k = op_count - 1; k >= 0; --k) {
     const OpNode& op = block.ops[k];
     const BlockGradients::StepRanges& step = gradients.op_steps[k];
     for (int j = step.grad_joins.begin; j < step.grad_joins.end; ++j) {
-      const GradJoin& join = gradients.grad_joins[j];
+      const GradJoin& join = gradients.lists.grad_joins[j];
       for (int slice : join.freed_slices) live_bytes -= buffer_bytes[slice];
       if (!join.whole_was_live) live_bytes += join.whole_bytes;
     }
     int64_t scratch_bytes = 0;
     for (int i = step.input_grads.begin; i < step.input_grads.end; ++i) {
-      const GradInput& grad = gradients.input_grads[i];
+      const GradInput& grad = gradients.lists.input_grads[i];
       if (grad.buffer >= 0) live_bytes += grad.alloc_bytes;
       scratch_bytes += grad.scratch_bytes;
     }
     live_bytes += op.param_bytes;  // held until the block's backward ends
     fixed_backward_bytes_[k] = live_bytes + op.bwd_workspace_bytes + scratch_bytes;
     for (int f = step.grad_frees.begin; f < step.grad_frees.end; ++f) {
-      live_bytes -= buffer_bytes[gradients.grad_frees[f]];
+      live_bytes -= buffer_bytes[gradients.lists.grad_frees[f]];
     }
   }
 }

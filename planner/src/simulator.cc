@@ -19,7 +19,7 @@ constexpr size_t kStepPhaseBuffers = 32;
 // About how many buffers a block's schedule allocates: its tensors, an
 // activation gradient, a parameter gradient and a workspace per op.
 size_t BufferEstimate(const BlockAnalysis& block, const BlockSchedule& schedule) {
-  return block.tensors.size() + 8 * block.ops.size() + schedule.grad_buffer_bytes.size();
+  return block.tensors.size() + 8 * block.ops.size() + schedule.grads.grad_buffer_bytes.size();
 }
 
 absl::Status CheckMasks(const AnalyzedModel& model,

@@ -27,18 +27,18 @@ const ScheduleStep& BackwardOf(const BlockAnalysis& block, const BlockSchedule& 
 }
 
 std::vector<GradInput> InputGrads(const BlockSchedule& s, const ScheduleStep& step) {
-  const auto entries = Entries(s.input_grads, step.input_grads);
+  const auto entries = Entries(s.grads.input_grads, step.input_grads);
   return {entries.begin(), entries.end()};
 }
 std::vector<int> Drops(const BlockSchedule& s, const ScheduleStep& step) {
-  const auto entries = Entries(s.grad_drops, step.grad_drops);
+  const auto entries = Entries(s.grads.grad_drops, step.grad_drops);
   return {entries.begin(), entries.end()};
 }
 // The bytes of each buffer the step frees.
 std::vector<int64_t> Frees(const BlockSchedule& s, const ScheduleStep& step) {
   std::vector<int64_t> bytes;
-  for (int buffer : Entries(s.grad_frees, step.grad_frees)) {
-    bytes.push_back(s.grad_buffer_bytes.at(buffer));
+  for (int buffer : Entries(s.grads.grad_frees, step.grad_frees)) {
+    bytes.push_back(s.grads.grad_buffer_bytes.at(buffer));
   }
   return bytes;
 }
@@ -67,7 +67,7 @@ TEST(GradScheduleTest, ResidualAddAliasesItsSameSizedInputAndTheSumFreesTheRest)
   EXPECT_EQ(InputGrads(schedule, fc).at(0).kind, GradKind::kAddInPlace);
   EXPECT_EQ(InputGrads(schedule, fc).at(0).scratch_bytes, 200);
   EXPECT_EQ(Frees(schedule, fc), std::vector<int64_t>{400});
-  EXPECT_TRUE(Entries(schedule.grad_joins, schedule.final_grad_joins).empty());
+  EXPECT_TRUE(Entries(schedule.grads.grad_joins, schedule.grads.final_grad_joins).empty());
 }
 
 TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {

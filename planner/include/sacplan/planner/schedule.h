@@ -76,7 +76,7 @@ struct GradInput {
   // The op's fresh result while it runs, when it is added into a buffer
   // rather than becoming one (0 when it is the output's gradient itself).
   int64_t scratch_bytes = 0;
-  // The new buffer's number (BlockSchedule::grad_buffer_bytes); -1 when
+  // The new buffer's number (GradientLists::grad_buffer_bytes); -1 when
   // there is none.
   int buffer = -1;
 };
@@ -94,9 +94,9 @@ struct GradJoin {
   int whole_buffer = -1;  // otherwise the joined buffer's number
 };
 
-// Entries [begin, end) of one of BlockSchedule's gradient lists: the lists
-// are flat, one per schedule, so that lowering allocates per block, not per
-// step (the solver lowers blocks in its inner loop).
+// Entries [begin, end) of one of a block's gradient lists (GradientLists):
+// the lists are flat, one per block, so that lowering allocates per block,
+// not per step (the solver lowers blocks in its inner loop).
 struct IndexRange {
   int begin = 0;
   int end = 0;
@@ -111,11 +111,11 @@ struct ScheduleStep {
   absl::InlinedVector<int, 4> free_after;
   // Backward steps only (kActivationGrads; the op's parameter gradients are
   // its param_bytes). Before the op: its outputs' slice gradients joined
-  // (BlockSchedule::grad_joins). Its inputs' gradients, inputs that take
-  // none not listed (BlockSchedule::input_grads). After the op: the tensors
+  // (GradientLists::grad_joins). Its inputs' gradients, inputs that take
+  // none not listed (GradientLists::input_grads). After the op: the tensors
   // (its outputs) whose gradient reference is dropped
-  // (BlockSchedule::grad_drops), and the number of each buffer that frees
-  // (BlockSchedule::grad_frees; a buffer an alias still holds is not freed).
+  // (GradientLists::grad_drops), and the number of each buffer that frees
+  // (GradientLists::grad_frees; a buffer an alias still holds is not freed).
   IndexRange grad_joins;
   IndexRange input_grads;
   IndexRange grad_drops;
@@ -163,6 +163,32 @@ struct BlockCopies {
   int64_t host_bytes = 0;     // the copies' bytes, held on the host
 };
 
+// A block's backward gradient lists. Whatever the save set, the backward
+// runs every op's backward once in reverse op order (recomputes, between
+// them, touch no gradient), so these depend on the block alone:
+// AnalyzeBlock lowers them once (BlockAnalysis::gradients) and every
+// schedule of the block takes a copy.
+struct GradientLists {
+  // The backward steps' lists (ScheduleStep's ranges index them).
+  std::vector<GradJoin> grad_joins;
+  std::vector<GradInput> input_grads;
+  std::vector<int> grad_drops;
+  std::vector<int> grad_frees;
+  // The bytes of each gradient buffer of the backward, by number: 0 to
+  // streams - 1 are the block outputs' gradients, stream by stream (the
+  // block after, or the head, allocated them), then each new buffer in the
+  // order the backward allocates it.
+  std::vector<int64_t> grad_buffer_bytes;
+  // Per stream: the buffer holding the carried input's gradient after the
+  // backward, which the block before frees; -1 when it takes none.
+  std::vector<int> carried_grad_buffers;
+  // After the last backward step: the carried inputs' slice gradients
+  // joined (at most one entry of grad_joins per stream). The block outputs'
+  // gradients are live when the backward starts; the carried inputs' are
+  // left live for the block before.
+  IndexRange final_grad_joins;
+};
+
 struct BlockSchedule {
   // Per tensor: held from forward to backward. A carried input is kept
   // unless the block frees it in forward (a torch-sac block that autograd
@@ -192,24 +218,8 @@ struct BlockSchedule {
   // (BlockInterpreter::EndAutocastRegion). Empty under sacplan semantics,
   // whose executor runs without autocast.
   std::vector<int> autocast_held;
-  // The backward steps' gradient lists (ScheduleStep's ranges index them).
-  std::vector<GradJoin> grad_joins;
-  std::vector<GradInput> input_grads;
-  std::vector<int> grad_drops;
-  std::vector<int> grad_frees;
-  // The bytes of each gradient buffer of the backward, by number: 0 to
-  // streams - 1 are the block outputs' gradients, stream by stream (the
-  // block after, or the head, allocated them), then each new buffer in the
-  // order the backward allocates it.
-  std::vector<int64_t> grad_buffer_bytes;
-  // Per stream: the buffer holding the carried input's gradient after the
-  // backward, which the block before frees; -1 when it takes none.
-  std::vector<int> carried_grad_buffers;
-  // After the last backward step: the carried inputs' slice gradients
-  // joined (at most one entry of grad_joins per stream). The block outputs'
-  // gradients are live when the backward starts; the carried inputs' are
-  // left live for the block before.
-  IndexRange final_grad_joins;
+  // The backward's gradient lists, which the block alone decides.
+  GradientLists grads;
   // The offloaded tensors' copies; empty without offload. A step's free of
   // an offloaded tensor frees its prefetched buffer (if any) and its host
   // copy.
