@@ -450,12 +450,14 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     // The bounds, computed once a known candidate keeps as little in as
     // little time.
     BlockCost least;
-    int64_t least_moment = -1;
+    int64_t least_moment = 0;
+    bool bounded = false;
     bool beaten = false;
     for (size_t i = 0; i < known.size(); ++i) {
       const BlockCost& c = known[i].cost;
       if (c.kept_bytes > outcome.kept_bytes || CandidateMs(c) > outcome.recompute_ms) continue;
-      if (least_moment < 0) {
+      if (!bounded) {
+        bounded = true;
         least.kept_bytes = outcome.kept_bytes;
         least.forward_peak_bytes = least.backward_peak_bytes = outcome.kept_bytes + output_bytes;
         if (moment != nullptr) {
