@@ -1,5 +1,6 @@
 #include "grad_schedule.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -185,6 +186,11 @@ BlockGradients LowerBlockGradients(const BlockAnalysis& block) {
   }
   lists.grad_buffer_bytes = grads.TakeBufferBytes();
   return gradients;
+}
+
+std::shared_ptr<const BlockGradients> GradientsOf(const BlockAnalysis& block) {
+  if (block.gradients != nullptr) return block.gradients;
+  return std::make_shared<const BlockGradients>(LowerBlockGradients(block));
 }
 
 void ApplyGradients(const BlockGradients& gradients, BlockSchedule& schedule) {

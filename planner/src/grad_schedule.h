@@ -4,6 +4,7 @@
 #ifndef SACPLAN_PLANNER_SRC_GRAD_SCHEDULE_H_
 #define SACPLAN_PLANNER_SRC_GRAD_SCHEDULE_H_
 
+#include <memory>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
@@ -26,6 +27,10 @@ struct BlockGradients {
 };
 
 BlockGradients LowerBlockGradients(const BlockAnalysis& block);
+
+// block.gradients, or, for an analysis that AnalyzeBlock did not make,
+// the block's gradients lowered now.
+std::shared_ptr<const BlockGradients> GradientsOf(const BlockAnalysis& block);
 
 // Fills the gradient fields of schedule.backward's backward steps and of
 // the schedule from `gradients` (LowerBlockGradients of the same block).

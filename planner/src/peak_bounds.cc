@@ -1,7 +1,7 @@
 #include "peak_bounds.h"
 
 #include <algorithm>
-#include <optional>
+#include <memory>
 
 #include "grad_schedule.h"
 
@@ -45,9 +45,8 @@ PeakLowerBounds::PeakLowerBounds(const BlockAnalysis& block, Semantics semantics
   // The gradient side of the backward, replayed as BlockInterpreter's
   // Backward and BackwardOp allocate and free it: the same for every save
   // set.
-  std::optional<BlockGradients> lowered;
-  if (block.gradients == nullptr) lowered = LowerBlockGradients(block);
-  const BlockGradients& gradients = block.gradients != nullptr ? *block.gradients : *lowered;
+  const std::shared_ptr<const BlockGradients> lowered = GradientsOf(block);
+  const BlockGradients& gradients = *lowered;
   const std::vector<int64_t>& buffer_bytes = gradients.lists.grad_buffer_bytes;
   int64_t live_bytes = 0;
   for (size_t s = 0; s < block.outputs.size(); ++s) live_bytes += buffer_bytes[s];

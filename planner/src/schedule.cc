@@ -408,11 +408,7 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
     LowerSacplanBackward(block, schedule, materialized);
     PlaceBackwardFrees(block, schedule, materialized);
   }
-  if (block.gradients != nullptr) {
-    ApplyGradients(*block.gradients, schedule);
-  } else {
-    ApplyGradients(LowerBlockGradients(block), schedule);
-  }
+  ApplyGradients(*GradientsOf(block), schedule);
   return schedule;
 }
 
