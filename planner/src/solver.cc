@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -109,15 +110,6 @@ struct Solver::BlockClass {
   std::unordered_map<SaveMask, BlockCost> simulated;
 };
 
-struct Solver::Search {
-  CandidateLists lists;
-  // Per block, the list this search grew (null until it grows): lists[b]
-  // then points to it, and later neighbours are appended in place.
-  std::vector<std::shared_ptr<std::vector<BlockCandidate>>> grown;
-  std::vector<std::unordered_set<SaveMask>> listed;    // per block, once it grew
-  std::vector<std::unordered_set<SaveMask>> expanded;  // per block
-};
-
 // For any lambda >= 0 and any choice for blocks b onwards whose kept bytes
 // sum to at most R, the time they add is at least sum over those blocks of
 // (the least t + lambda * k among their candidates) - lambda * R: a
@@ -127,22 +119,26 @@ struct Solver::Search {
 // bisection on its slope (kept bytes of each block's cheapest at lambda,
 // minus R); lambda = 0 (each block's fastest) bounds them too.
 struct Solver::TimeBound {
-  TimeBound(const CandidateLists& lists, int64_t capacity_bytes, double incumbent_ms)
+  struct HullPoint {
+    int64_t kept_bytes;
+    double ms;
+  };
+
+  // `hulls`: per block, LowerLeftHull of its candidates. For lambda >= 0 the
+  // least t + lambda * k among a block's candidates, and the fewest kept
+  // bytes among those that tie, is one of its vertices: the bisection walks
+  // each block's few vertices, not its hundreds of candidates.
+  TimeBound(const std::vector<const std::vector<HullPoint>*>& hulls, int64_t capacity_bytes,
+            double incumbent_ms)
       : capacity_bytes(capacity_bytes),
         // The slack keeps the incumbent's own path, whose bound is its
         // time, from rounding away.
         limit_ms(incumbent_ms + 1e-9 * std::max(1.0, std::abs(incumbent_ms))) {
-    const int block_count = static_cast<int>(lists.size());
-    // For lambda >= 0 the least t + lambda * k among a block's candidates,
-    // and the fewest kept bytes among those that tie, is a vertex of the
-    // lower-left convex hull of their (kept bytes, time): the bisection
-    // walks each block's few vertices, not its hundreds of candidates.
-    std::vector<std::vector<HullPoint>> hulls;
-    hulls.reserve(block_count);
-    for (const auto& list : lists) hulls.push_back(LowerLeftHull(*list));
+    const int block_count = static_cast<int>(hulls.size());
     auto slope = [&](double at) {
       double kept = 0;
-      for (const std::vector<HullPoint>& hull : hulls) {
+      for (const std::vector<HullPoint>* block_hull : hulls) {
+        const std::vector<HullPoint>& hull = *block_hull;
         double least = std::numeric_limits<double>::infinity();
         int64_t least_kept = 0;
         for (const HullPoint& point : hull) {
@@ -171,22 +167,17 @@ struct Solver::TimeBound {
     fastest_suffix_ms.assign(block_count + 1, 0);
     for (int b = block_count - 1; b >= 0; --b) {
       double relaxed = std::numeric_limits<double>::infinity();
-      for (const HullPoint& point : hulls[b]) {
+      for (const HullPoint& point : *hulls[b]) {
         relaxed = std::min(relaxed, Relaxed(point.ms, point.kept_bytes));
       }
       // The hull ends at the fastest candidate.
-      const double fastest = hulls[b].empty() ? std::numeric_limits<double>::infinity()
-                                              : hulls[b].back().ms;
+      const double fastest = hulls[b]->empty() ? std::numeric_limits<double>::infinity()
+                                               : hulls[b]->back().ms;
       relaxed_ms[b] = relaxed;
       relaxed_suffix_ms[b] = relaxed_suffix_ms[b + 1] + relaxed;
       fastest_suffix_ms[b] = fastest_suffix_ms[b + 1] + fastest;
     }
   }
-
-  struct HullPoint {
-    int64_t kept_bytes;
-    double ms;
-  };
 
   // By ascending kept bytes (and descending time), from the candidate that
   // keeps least, the fastest of those, to the fastest, the one that keeps
@@ -422,6 +413,55 @@ std::vector<UsefulCandidate> UsefulCandidates(
 
 }  // namespace
 
+struct Solver::Search {
+  CandidateLists lists;
+  // Per block, the list this search grew (null until it grows): lists[b]
+  // then points to it, and later neighbours are appended in place.
+  std::vector<std::shared_ptr<std::vector<BlockCandidate>>> grown;
+  std::vector<std::unordered_set<SaveMask>> listed;    // per block, once it grew
+  std::vector<std::unordered_set<SaveMask>> expanded;  // per block
+  // Per block, UsefulCandidates of its list as it was `list_size` long, for
+  // a chain minimising the peak or not. A list only grows, so its length
+  // tells whether it changed; most chains of a search see most lists as
+  // the last chain did, and the useful set costs a sort per block.
+  struct Useful {
+    size_t list_size = 0;
+    bool minimize_peak = false;
+    std::vector<UsefulCandidate> candidates;
+  };
+  std::vector<Useful> useful;
+  // Per block, TimeBound::LowerLeftHull of its list as it was `list_size`
+  // long, for the same reason.
+  struct Hull {
+    size_t list_size = 0;
+    std::vector<TimeBound::HullPoint> points;
+  };
+  std::vector<Hull> hulls;
+
+  std::vector<const std::vector<TimeBound::HullPoint>*> Hulls() {
+    std::vector<const std::vector<TimeBound::HullPoint>*> all;
+    for (size_t b = 0; b < lists.size(); ++b) {
+      Hull& entry = hulls[b];
+      if (entry.list_size != lists[b]->size()) {
+        entry = {lists[b]->size(), TimeBound::LowerLeftHull(*lists[b])};
+      }
+      all.push_back(&entry.points);
+    }
+    return all;
+  }
+
+  const std::vector<UsefulCandidate>& UsefulOf(const StepConstants& c, int b,
+                                               bool minimize_peak) {
+    Useful& entry = useful[b];
+    const size_t list_size = lists[b]->size();
+    if (entry.list_size != list_size || entry.minimize_peak != minimize_peak) {
+      entry = {list_size, minimize_peak, UsefulCandidates(c, b, *lists[b], minimize_peak)};
+    }
+    return entry.candidates;
+  }
+};
+
+
 absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
                                       const SolverOptions& options) {
   Solver solver;
@@ -429,15 +469,31 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   solver.options_ = options;
   ASSIGN_OR_RETURN(StepConstants constants, ComputeStepConstants(model, options.semantics));
   solver.constants_ = std::make_shared<const StepConstants>(std::move(constants));
-  // ComparedPresetNames() starts with none and full.
-  for (const std::string& preset : ComparedPresetNames()) {
-    SolvedPlan plan;
-    ASSIGN_OR_RETURN(plan.masks, PresetMasks(model, preset));
-    ASSIGN_OR_RETURN(plan.result, SimulateStep(model, plan.masks, options.semantics));
-    solver.reference_plans_.push_back(std::move(plan));
-  }
-  const int64_t none_peak = solver.reference_plans_[0].result.peak_bytes;
-  const int64_t full_peak = solver.reference_plans_[1].result.peak_bytes;
+  // ComparedPresetNames() starts with none and full. Full's peak sets the
+  // candidates' grain below; the other presets are simulated beside the
+  // frontiers that need it.
+  const std::vector<std::string> preset_names = ComparedPresetNames();
+  solver.reference_plans_.resize(preset_names.size());
+  std::vector<absl::Status> preset_status(preset_names.size());
+  auto simulate_preset = [&](size_t i) {
+    SolvedPlan& plan = solver.reference_plans_[i];
+    absl::StatusOr<std::vector<SaveMask>> masks = PresetMasks(model, preset_names[i]);
+    if (!masks.ok()) {
+      preset_status[i] = masks.status();
+      return;
+    }
+    plan.masks = *std::move(masks);
+    absl::StatusOr<StepResult> result = SimulateStep(model, plan.masks, options.semantics);
+    if (result.ok()) {
+      plan.result = *std::move(result);
+    } else {
+      preset_status[i] = result.status();
+    }
+  };
+  constexpr size_t kFull = 1;
+  simulate_preset(kFull);
+  RETURN_IF_ERROR(preset_status[kFull]);
+  const int64_t full_peak = solver.reference_plans_[kFull].result.peak_bytes;
   // Candidates are thinned at the grain of the smallest budgets anyone asks
   // for (about full checkpointing's peak); states at that of each budget.
   solver.quantum_bytes_ = solver.QuantumFor(full_peak, options.memory_resolution);
@@ -493,34 +549,67 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   // percent, but a fine frontier programme per class, not per block, is
   // what lets a model of tens of captured blocks plan in a fraction of a
   // second. The simulations, which only memory decides, are shared.
-  for (const auto& [lazy_class, class_members] : lazy_members) {
-    // Clang does not let a lambda capture a structured binding.
-    BlockClass* cls = lazy_class;
-    const std::vector<int>& members = class_members;
-    std::vector<const BlockAnalysis*> analyses;
-    for (const int b : members) analyses.push_back(&model.blocks[b]);
-    const std::vector<SaveMask> shared_masks = InitialSaveMasks(
-        MeanTimes(analyses), options.semantics, options.exhaustive_max_ops,
-        kFrontierLabelGrain * candidate_quantum_bytes);
-    ParallelFor(static_cast<int>(members.size()), SolverThreads(options.threads), [&](int m) {
-      const int b = members[m];
-      const BlockAnalysis& analysis = model.blocks[b];
-      std::vector<SaveMask> masks = shared_masks;
-      if (members.size() > 1) {
-        std::vector<SaveMask> own =
-            InitialSaveMasks(analysis, options.semantics, options.exhaustive_max_ops,
-                             kOwnFrontierLabelGrain * candidate_quantum_bytes);
-        masks.insert(masks.end(), std::make_move_iterator(own.begin()),
-                     std::make_move_iterator(own.end()));
-        SortUnique(masks);
-      }
-      solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
-          CostedCandidates(masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
-            return InTimesOf(analysis, {mask, cls->Cost(mask, options.semantics), {}},
-                             options.semantics)
-                .cost;
-          }));
+  struct LazyClass {
+    BlockClass* cls;
+    std::vector<int> members;
+    std::vector<SaveMask> shared_masks;
+    std::vector<std::vector<SaveMask>> own_masks;  // per member, when more than one
+  };
+  std::vector<LazyClass> lazy;
+  for (auto& [cls, members] : lazy_members) {
+    lazy.push_back({cls, std::move(members), {}, {}});
+    if (lazy.back().members.size() > 1) lazy.back().own_masks.resize(lazy.back().members.size());
+  }
+  // The frontiers and the other presets, side by side, longest first: each
+  // class's frontier in its mean times is the finest.
+  std::vector<std::function<void()>> tasks;
+  for (LazyClass& group : lazy) {
+    tasks.push_back([&] {
+      std::vector<const BlockAnalysis*> analyses;
+      for (const int b : group.members) analyses.push_back(&model.blocks[b]);
+      group.shared_masks =
+          InitialSaveMasks(MeanTimes(analyses), options.semantics, options.exhaustive_max_ops,
+                           kFrontierLabelGrain * candidate_quantum_bytes);
     });
+  }
+  for (size_t i = 0; i < preset_names.size(); ++i) {
+    if (i != kFull) tasks.push_back([&, i] { simulate_preset(i); });
+  }
+  for (LazyClass& group : lazy) {
+    for (size_t m = 0; m < group.own_masks.size(); ++m) {
+      tasks.push_back([&, m] {
+        group.own_masks[m] =
+            InitialSaveMasks(model.blocks[group.members[m]], options.semantics,
+                             options.exhaustive_max_ops,
+                             kOwnFrontierLabelGrain * candidate_quantum_bytes);
+      });
+    }
+  }
+  ParallelFor(static_cast<int>(tasks.size()), SolverThreads(options.threads),
+              [&](int t) { tasks[t](); });
+  for (const absl::Status& status : preset_status) RETURN_IF_ERROR(status);
+  const int64_t none_peak = solver.reference_plans_[0].result.peak_bytes;
+  for (LazyClass& group : lazy) {
+    ParallelFor(static_cast<int>(group.members.size()), SolverThreads(options.threads),
+                [&](int m) {
+                  const int b = group.members[m];
+                  const BlockAnalysis& analysis = model.blocks[b];
+                  std::vector<SaveMask> masks = group.shared_masks;
+                  if (!group.own_masks.empty()) {
+                    masks.insert(masks.end(),
+                                 std::make_move_iterator(group.own_masks[m].begin()),
+                                 std::make_move_iterator(group.own_masks[m].end()));
+                    SortUnique(masks);
+                  }
+                  solver.block_candidates_[b] =
+                      std::make_shared<const std::vector<BlockCandidate>>(CostedCandidates(
+                          masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
+                            return InTimesOf(analysis,
+                                             {mask, group.cls->Cost(mask, options.semantics), {}},
+                                             options.semantics)
+                                .cost;
+                          }));
+                });
   }
   const HostLink& link = model.model->host_link;
   if (options.offload && link.available()) {
@@ -596,6 +685,8 @@ Solver::Search Solver::NewSearch() const {
   search.grown.resize(block_candidates_.size());
   search.listed.resize(block_candidates_.size());
   search.expanded.resize(block_candidates_.size());
+  search.useful.resize(block_candidates_.size());
+  search.hulls.resize(block_candidates_.size());
   return search;
 }
 
@@ -678,7 +769,7 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
   if (any_lazy) quanta.insert(quanta.begin(), kCoarseBuckets * quantum_bytes);
   auto bound_for = [&](const std::vector<int>& choice) -> std::optional<TimeBound> {
     if (minimize_peak || choice.empty()) return std::nullopt;
-    return TimeBound(search.lists, budget_bytes - constants_->head_base,
+    return TimeBound(search.Hulls(), budget_bytes - constants_->head_base,
                      ChoiceMs(search.lists, choice));
   };
   std::vector<int> choice;
@@ -694,7 +785,7 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
       }
       const std::optional<TimeBound> bound = bound_for(choice);
       std::vector<int> again =
-          RunChain(search.lists, budget_bytes, minimize_peak, quantum, bound ? &*bound : nullptr);
+          RunChain(search, budget_bytes, minimize_peak, quantum, bound ? &*bound : nullptr);
       if (!again.empty()) choice = std::move(again);
     }
   }
@@ -731,10 +822,10 @@ double Solver::ChoiceMs(const CandidateLists& lists, const std::vector<int>& cho
   return ms;
 }
 
-std::vector<int> Solver::RunChain(const CandidateLists& lists,
-                                  int64_t budget_bytes, bool minimize_peak,
+std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool minimize_peak,
                                   int64_t quantum_bytes, const TimeBound* bound) const {
   const StepConstants& c = *constants_;
+  const CandidateLists& lists = search.lists;
   const int block_count = static_cast<int>(lists.size());
   if (!minimize_peak && c.plan_independent_peak > budget_bytes) return {};
   // Kept bytes never exceed the budget (they are live at the head), nor the
@@ -769,12 +860,11 @@ std::vector<int> Solver::RunChain(const CandidateLists& lists,
                 -1, -1}};
   for (int b = 0; b < block_count; ++b) {
     BucketLayer next(quantum_bytes, max_prefix_bytes);
-    const std::vector<BlockCandidate>& candidates = *lists[b];
     // By moment, so that a state stops at the first that does not fit;
     // with a bound, by relaxed cost instead, so that it stops at the first
     // the bound rules out: in the later rounds of a search the bound rules
     // out nine offers in ten, and hardly any candidate overflows.
-    std::vector<UsefulCandidate> ordered = UsefulCandidates(c, b, candidates, minimize_peak);
+    std::vector<UsefulCandidate> ordered = search.UsefulOf(c, b, minimize_peak);
     if (bound != nullptr) {
       for (UsefulCandidate& cand : ordered) cand.relaxed = bound->Relaxed(cand.ms, cand.kept_bytes);
       std::stable_sort(ordered.begin(), ordered.end(),

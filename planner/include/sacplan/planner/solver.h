@@ -127,9 +127,9 @@ class Solver {
   // ignored and the running peak minimised. With a `bound`, only plans that
   // add at most its incumbent's time (ChoiceMs) are searched: empty when
   // none is.
-  std::vector<int> RunChain(const CandidateLists& lists, int64_t budget_bytes,
-                            bool minimize_peak, int64_t quantum_bytes,
-                            const TimeBound* bound) const;
+  // Chooses from `search`'s lists, and keeps what it reads of them there.
+  std::vector<int> RunChain(Search& search, int64_t budget_bytes, bool minimize_peak,
+                            int64_t quantum_bytes, const TimeBound* bound) const;
   // The time a choice adds to the step: its candidates' CandidateMs summed.
   double ChoiceMs(const CandidateLists& lists, const std::vector<int>& choice) const;
   // RunChain at `resolution` (the least-peak chain at the solver's grain),
