@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "candidates.h"
+#include "chain_layer.h"
 #include "parallel_for.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/planner/presets.h"
@@ -268,77 +269,6 @@ int64_t BlockMoment(const StepConstants& c, int b, const BlockCost& cost,
                    c.backward_gather_base[b] + cost.kept_bytes,
                    c.reduce_scatter_base[b]});
 }
-
-// One state of the chain DP: kept bytes of the blocks so far, the value
-// minimised (time, or the running peak) and how it was reached.
-struct ChainState {
-  int64_t prefix_kept_bytes = 0;
-  double value = 0;
-  int parent = -1;     // state index in the previous layer
-  int candidate = -1;  // candidate chosen for the block of this layer
-  int rank = -1;       // the candidate's place in its layer's moment order
-};
-
-// Of two states as good on value and kept bytes, the one from the earlier
-// parent, then the earlier candidate in moment order: the one a pass over
-// parents, each over candidates by moment, offers first. The tie rule
-// makes the chain's picks independent of the order it offers states in.
-bool OfferedBefore(const ChainState& a, const ChainState& b) {
-  return a.parent != b.parent ? a.parent < b.parent : a.rank < b.rank;
-}
-
-// Collects the states of one layer, keeping the best per bucket of kept
-// bytes: an array indexed by bucket, so each transition costs O(1).
-class BucketLayer {
- public:
-  BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes)
-      : quantum_bytes_(quantum_bytes),
-        inverse_quantum_(1.0 / static_cast<double>(quantum_bytes)),
-        slots_(static_cast<size_t>(max_prefix_bytes / quantum_bytes + 1)) {}
-
-  void Offer(const ChainState& state) {
-    const size_t bucket = Bucket(state.prefix_kept_bytes);
-    if (bucket >= slots_.size()) return;
-    ChainState& slot = slots_[bucket];
-    if (slot.candidate < 0 || state.value < slot.value ||
-        (state.value == slot.value &&
-         (state.prefix_kept_bytes < slot.prefix_kept_bytes ||
-          (state.prefix_kept_bytes == slot.prefix_kept_bytes && OfferedBefore(state, slot))))) {
-      slot = state;
-    }
-  }
-
-  // bytes / quantum_bytes_: a multiplication, corrected by one where the
-  // rounding of the reciprocal lands on the wrong side of a multiple. The
-  // chain offers a state for every pair of state and candidate, and an
-  // integer division costs several times the rest of the offer.
-  size_t Bucket(int64_t bytes) const {
-    int64_t bucket = static_cast<int64_t>(static_cast<double>(bytes) * inverse_quantum_);
-    if (bucket * quantum_bytes_ > bytes) {
-      --bucket;
-    } else if ((bucket + 1) * quantum_bytes_ <= bytes) {
-      ++bucket;
-    }
-    return static_cast<size_t>(bucket);
-  }
-
-  // The kept states by ascending kept bytes, without those that a state with
-  // fewer kept bytes beats.
-  std::vector<ChainState> Frontier() const {
-    std::vector<ChainState> kept;
-    for (const ChainState& s : slots_) {
-      if (s.candidate < 0) continue;
-      if (!kept.empty() && s.value >= kept.back().value) continue;
-      kept.push_back(s);
-    }
-    return kept;
-  }
-
- private:
-  int64_t quantum_bytes_;
-  double inverse_quantum_;
-  std::vector<ChainState> slots_;
-};
 
 // What the chain reads of a candidate, side by side rather than through the
 // candidate list: a state is offered every useful candidate of the next
@@ -785,7 +715,8 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
       }
       const std::optional<TimeBound> bound = bound_for(choice);
       std::vector<int> again =
-          RunChain(search, budget_bytes, minimize_peak, quantum, bound ? &*bound : nullptr);
+          RunChain(search, budget_bytes, minimize_peak, quantum, bound ? &*bound : nullptr,
+                   threads);
       if (!again.empty()) choice = std::move(again);
     }
   }
@@ -823,7 +754,8 @@ double Solver::ChoiceMs(const CandidateLists& lists, const std::vector<int>& cho
 }
 
 std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool minimize_peak,
-                                  int64_t quantum_bytes, const TimeBound* bound) const {
+                                  int64_t quantum_bytes, const TimeBound* bound,
+                                  int threads) const {
   const StepConstants& c = *constants_;
   const CandidateLists& lists = search.lists;
   const int block_count = static_cast<int>(lists.size());
@@ -858,8 +790,11 @@ std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool min
   std::vector<std::vector<ChainState>> layers(block_count + 1);
   layers[0] = {{0, minimize_peak ? static_cast<double>(c.plan_independent_peak) : 0.0,
                 -1, -1}};
+  BucketLayer next(quantum_bytes, max_prefix_bytes);
+  std::optional<BucketLayer> helper_next;
+  LayerSplit split;
   for (int b = 0; b < block_count; ++b) {
-    BucketLayer next(quantum_bytes, max_prefix_bytes);
+    next.Clear();
     // By moment, so that a state stops at the first that does not fit;
     // with a bound, by relaxed cost instead, so that it stops at the first
     // the bound rules out: in the later rounds of a search the bound rules
@@ -872,28 +807,40 @@ std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool min
                          return x.relaxed < y.relaxed;
                        });
     }
-    for (int si = 0; si < static_cast<int>(layers[b].size()); ++si) {
-      const ChainState& s = layers[b][si];
-      const double allowance =
-          bound != nullptr ? bound->RelaxedAllowance(b + 1, s.value, s.prefix_kept_bytes) : 0;
-      for (const UsefulCandidate& cand : ordered) {
-        const int64_t moment = s.prefix_kept_bytes + cand.moment;
-        const int64_t prefix = s.prefix_kept_bytes + cand.kept_bytes;
-        double value;
-        if (minimize_peak) {
-          value = std::max(s.value, static_cast<double>(moment));
-        } else {
-          if (bound != nullptr && cand.relaxed > allowance) break;
-          if (moment > budget_bytes) {
-            if (bound == nullptr) break;
-            continue;
+    const std::vector<ChainState>& states = layers[b];
+    const LayerSplit::OfferStates offer_states = [&](int from, int to, BucketLayer& into) {
+      for (int si = from; si < to; ++si) {
+        const ChainState& s = states[si];
+        const double allowance =
+            bound != nullptr ? bound->RelaxedAllowance(b + 1, s.value, s.prefix_kept_bytes) : 0;
+        for (const UsefulCandidate& cand : ordered) {
+          const int64_t moment = s.prefix_kept_bytes + cand.moment;
+          const int64_t prefix = s.prefix_kept_bytes + cand.kept_bytes;
+          double value;
+          if (minimize_peak) {
+            value = std::max(s.value, static_cast<double>(moment));
+          } else {
+            if (bound != nullptr && cand.relaxed > allowance) break;
+            if (moment > budget_bytes) {
+              if (bound == nullptr) break;
+              continue;
+            }
+            if (prefix + need[b + 1] > budget_bytes) continue;
+            value = s.value + cand.ms;
+            if (bound != nullptr && !bound->MayBeat(b + 1, value, prefix)) continue;
           }
-          if (prefix + need[b + 1] > budget_bytes) continue;
-          value = s.value + cand.ms;
-          if (bound != nullptr && !bound->MayBeat(b + 1, value, prefix)) continue;
+          into.Offer({prefix, value, si, cand.index, cand.rank});
         }
-        next.Offer({prefix, value, si, cand.index, cand.rank});
       }
+    };
+    const int state_count = static_cast<int>(states.size());
+    if (threads > 1 &&
+        static_cast<int64_t>(state_count) * static_cast<int64_t>(ordered.size()) >=
+            options_.split_layer_offers) {
+      if (!helper_next) helper_next.emplace(quantum_bytes, max_prefix_bytes);
+      split.Run(state_count, next, *helper_next, offer_states);
+    } else {
+      offer_states(0, state_count, next);
     }
     layers[b + 1] = next.Frontier();
   }

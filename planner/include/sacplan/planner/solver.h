@@ -50,6 +50,11 @@ struct SolverOptions {
   // (its solves then run on one each); 0: the machine's hardware threads,
   // at most 8. Plans do not depend on it.
   int threads = 0;
+  // A chain layer whose states times candidates reach this many offers is
+  // shared between two threads when `threads` allows; below it, waking the
+  // second thread costs about what it saves. Plans do not depend on it
+  // (tests set 0 to split every layer).
+  int64_t split_layer_offers = 16384;
 };
 
 struct SolvedPlan {
@@ -126,10 +131,11 @@ class Solver {
   // bucket of `quantum_bytes` kept bytes. With minimize_peak the budget is
   // ignored and the running peak minimised. With a `bound`, only plans that
   // add at most its incumbent's time (ChoiceMs) are searched: empty when
-  // none is.
-  // Chooses from `search`'s lists, and keeps what it reads of them there.
+  // none is. Chooses from `search`'s lists, and keeps what it reads of
+  // them there. Its larger layers (split_layer_offers) run on two threads
+  // when `threads` allows.
   std::vector<int> RunChain(Search& search, int64_t budget_bytes, bool minimize_peak,
-                            int64_t quantum_bytes, const TimeBound* bound) const;
+                            int64_t quantum_bytes, const TimeBound* bound, int threads) const;
   // The time a choice adds to the step: its candidates' CandidateMs summed.
   double ChoiceMs(const CandidateLists& lists, const std::vector<int>& choice) const;
   // RunChain at `resolution` (the least-peak chain at the solver's grain),

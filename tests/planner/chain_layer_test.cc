@@ -1,0 +1,140 @@
+#include "chain_layer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace sacplan {
+namespace {
+
+constexpr int64_t kQuantumBytes = 100;
+constexpr int64_t kMaxPrefixBytes = 2000;
+
+// States that tie often: few kept bytes and values, the values falling as
+// kept bytes rise (as a chain's do, so that most buckets are on the
+// frontier), several parents and ranks, and some kept bytes past the
+// layer's end.
+std::vector<ChainState> TyingStates(uint32_t seed, int count) {
+  std::mt19937 rng(seed);
+  std::vector<ChainState> states;
+  for (int i = 0; i < count; ++i) {
+    ChainState s;
+    const int step = static_cast<int>(rng() % 60);
+    s.prefix_kept_bytes = 37 * static_cast<int64_t>(step);
+    s.value = static_cast<double>((60 - step) / 3 + static_cast<int>(rng() % 2));
+    s.parent = static_cast<int>(rng() % 7);
+    s.rank = static_cast<int>(rng() % 4);
+    // A layer's candidate has one rank: the index, scrambled.
+    s.candidate = (s.rank * 5 + 3) % 4;
+    states.push_back(s);
+  }
+  return states;
+}
+
+void ExpectSameStates(const std::vector<ChainState>& a, const std::vector<ChainState>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].prefix_kept_bytes, b[i].prefix_kept_bytes) << i;
+    EXPECT_EQ(a[i].value, b[i].value) << i;
+    EXPECT_EQ(a[i].parent, b[i].parent) << i;
+    EXPECT_EQ(a[i].rank, b[i].rank) << i;
+    EXPECT_EQ(a[i].candidate, b[i].candidate) << i;
+  }
+}
+
+std::vector<ChainState> OfferedInOrder(const std::vector<ChainState>& states) {
+  BucketLayer layer(kQuantumBytes, kMaxPrefixBytes);
+  for (const ChainState& s : states) layer.Offer(s);
+  return layer.Frontier();
+}
+
+TEST(BucketLayerTest, FrontierRisesInKeptBytesAndFallsInValue) {
+  const std::vector<ChainState> frontier = OfferedInOrder(TyingStates(1, 500));
+  ASSERT_GT(frontier.size(), 10u);
+  for (size_t i = 1; i < frontier.size(); ++i) {
+    EXPECT_LT(frontier[i - 1].prefix_kept_bytes / kQuantumBytes,
+              frontier[i].prefix_kept_bytes / kQuantumBytes);
+    EXPECT_GT(frontier[i - 1].value, frontier[i].value);
+  }
+  for (const ChainState& s : frontier) EXPECT_LE(s.prefix_kept_bytes, kMaxPrefixBytes + kQuantumBytes - 1);
+}
+
+// Each bucket keeps the least value, then the fewest kept bytes, then the
+// state OfferedBefore the others: whatever order the states arrive in, and
+// however they are shared between two layers absorbed into one.
+TEST(BucketLayerTest, KeptStatesDoNotDependOnTheOrderOfOffers) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::vector<ChainState> states = TyingStates(seed, 400);
+    std::stable_sort(states.begin(), states.end(), [](const ChainState& a, const ChainState& b) {
+      return OfferedBefore(a, b);
+    });
+    const std::vector<ChainState> in_order = OfferedInOrder(states);
+
+    std::mt19937 rng(seed);
+    std::vector<ChainState> shuffled = states;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    ExpectSameStates(in_order, OfferedInOrder(shuffled));
+
+    BucketLayer mine(kQuantumBytes, kMaxPrefixBytes);
+    BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes);
+    for (const ChainState& s : shuffled) (rng() % 2 == 0 ? mine : theirs).Offer(s);
+    mine.Absorb(theirs);
+    ExpectSameStates(in_order, mine.Frontier());
+  }
+}
+
+TEST(BucketLayerTest, ClearEmptiesEveryBucket) {
+  BucketLayer layer(kQuantumBytes, kMaxPrefixBytes);
+  for (const ChainState& s : TyingStates(3, 50)) layer.Offer(s);
+  ASSERT_FALSE(layer.Frontier().empty());
+  layer.Clear();
+  EXPECT_TRUE(layer.Frontier().empty());
+}
+
+// Run over layers of many sizes, one helper for all of them, keeps what
+// one thread offering every state would. The caller's first chunk waits
+// (up to a second) for the helper to take one, so that both offer.
+TEST(LayerSplitTest, KeepsWhatOneThreadKeeps) {
+  LayerSplit split;
+  BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (const int count : {1, 2, 7, 64, 500, 3000}) {
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      SCOPED_TRACE(::testing::Message() << count << " states, seed " << seed);
+      // Each state offers a few of the tying states, as a chain state
+      // offers its candidates.
+      const std::vector<ChainState> pool = TyingStates(seed, 4 * count);
+      std::atomic<bool> helper_offered{false};
+      std::atomic<bool> waiting{count > 1};
+      const LayerSplit::OfferStates offer = [&](int from, int to, BucketLayer& into) {
+        if (std::this_thread::get_id() != caller) {
+          helper_offered = true;
+        } else if (waiting.exchange(false)) {
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          while (!helper_offered && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::yield();
+          }
+        }
+        for (int i = from; i < to; ++i) {
+          for (int j = 0; j < 4; ++j) into.Offer(pool[4 * i + j]);
+        }
+      };
+      BucketLayer alone(kQuantumBytes, kMaxPrefixBytes);
+      for (int i = 0; i < 4 * count; ++i) alone.Offer(pool[i]);
+      BucketLayer mine(kQuantumBytes, kMaxPrefixBytes);
+      split.Run(count, mine, theirs, offer);
+      EXPECT_TRUE(helper_offered || count == 1);
+      ExpectSameStates(alone.Frontier(), mine.Frontier());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sacplan
