@@ -87,33 +87,50 @@ bool ByKeptThenTime(const Label& a, const Label& b) {
   return a.recompute_ms < b.recompute_ms;
 }
 
-// Appends `run`, sorted ByKeptThenTime, to `labels`, sorted too, keeping
-// them sorted. Adding one op's bytes or time to every label of a pruned
-// list keeps its order, so each step of the frontier programmes merges
-// sorted runs instead of sorting.
-void MergeSorted(std::vector<Label>& labels, const std::vector<Label>& run) {
-  const size_t middle = labels.size();
-  labels.insert(labels.end(), run.begin(), run.end());
-  std::inplace_merge(labels.begin(), labels.begin() + middle, labels.end(),
-                     ByKeptThenTime);
+// Appends `label`, sorted ByKeptThenTime after those in `kept`, unless a
+// label in `kept` beats it on both kept bytes and time; a faster one in the
+// last kept label's multiple of `quantum_bytes` takes that label's place.
+// Over a sorted list this keeps the labels faster than every label before
+// them, and of those in one multiple of `quantum_bytes`, the last (the
+// fastest). quantum_bytes 1 keeps the exact frontier.
+void AppendUndominated(std::vector<Label>& kept, const Label& label, int64_t quantum_bytes) {
+  if (kept.empty()) {
+    kept.push_back(label);
+    return;
+  }
+  Label& last = kept.back();
+  if (label.recompute_ms >= last.recompute_ms) return;
+  if (label.kept_bytes / quantum_bytes == last.kept_bytes / quantum_bytes) {
+    last = label;
+  } else {
+    kept.push_back(label);
+  }
 }
 
-// Keeps the labels, sorted ByKeptThenTime, that no other label beats on
-// both kept bytes and time, and of those whose kept bytes fall in one
-// multiple of `quantum_bytes`, only the fastest. quantum_bytes 1 keeps the
-// exact frontier.
-void PruneDominated(std::vector<Label>& labels, int64_t quantum_bytes) {
-  size_t kept = 0;
-  for (const Label& label : labels) {
-    if (kept > 0 && label.recompute_ms >= labels[kept - 1].recompute_ms) continue;
-    if (kept > 0 && label.kept_bytes / quantum_bytes ==
-                        labels[kept - 1].kept_bytes / quantum_bytes) {
-      labels[kept - 1] = label;
-      continue;
+// Merges `run`, sorted ByKeptThenTime, into `labels`, sorted and pruned
+// (AppendUndominated), and prunes as it goes, through `scratch` (any
+// contents). Which labels survive depends only on the whole sorted
+// sequence (faster than all before, last in their multiple), so merging
+// the runs of a state's predecessors one by one, pruned each time, keeps
+// what merging them all and pruning once would, with shorter lists in
+// between; equal labels keep their order, `labels`' first. Adding one op's
+// bytes or time to every label of a sorted list keeps it sorted, so the
+// frontier programmes merge sorted runs instead of sorting.
+void MergePruned(std::vector<Label>& labels, const std::vector<Label>& run,
+                 int64_t quantum_bytes, std::vector<Label>& scratch) {
+  scratch.clear();
+  size_t i = 0;
+  size_t j = 0;
+  while (i < labels.size() && j < run.size()) {
+    if (ByKeptThenTime(run[j], labels[i])) {
+      AppendUndominated(scratch, run[j++], quantum_bytes);
+    } else {
+      AppendUndominated(scratch, labels[i++], quantum_bytes);
     }
-    labels[kept++] = label;
   }
-  labels.resize(kept);
+  for (; i < labels.size(); ++i) AppendUndominated(scratch, labels[i], quantum_bytes);
+  for (; j < run.size(); ++j) AppendUndominated(scratch, run[j], quantum_bytes);
+  labels.swap(scratch);
 }
 
 int64_t KeepableBytes(const BlockAnalysis& block, int op) {
@@ -139,6 +156,7 @@ std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block,
   std::vector<Label> labels{
       {0, TorchSacCheckpointMs(block, SaveMask(block.op_count(), false)), -1}};
   std::vector<Label> saved_run;
+  std::vector<Label> scratch;
   for (int k : items) {
     const OpNode& op = block.ops[k];
     saved_run.clear();
@@ -150,8 +168,7 @@ std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block,
       saved.saved = saved_ops.Add(k, saved.saved);
       saved_run.push_back(saved);
     }
-    MergeSorted(labels, saved_run);
-    PruneDominated(labels, quantum_bytes);
+    MergePruned(labels, saved_run, quantum_bytes, scratch);
   }
   std::vector<SaveMask> masks;
   for (const Label& label : labels) {
@@ -161,34 +178,67 @@ std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block,
   return masks;
 }
 
+// Which not-yet-decided tensors a recomputed op reads: one bit per tensor.
+class RecomputeReads {
+ public:
+  explicit RecomputeReads(int tensor_count) : words_((tensor_count + 63) / 64, 0) {}
+  bool Test(int t) const { return (words_[t / 64] >> (t % 64)) & 1; }
+  void Set(int t) { words_[t / 64] |= uint64_t{1} << (t % 64); }
+  void Reset(int t) { words_[t / 64] &= ~(uint64_t{1} << (t % 64)); }
+  bool operator==(const RecomputeReads& other) const { return words_ == other.words_; }
+  bool operator<(const RecomputeReads& other) const { return words_ < other.words_; }
+  size_t Hash() const {
+    uint64_t hash = 0x9e3779b97f4a7c15ULL;
+    for (uint64_t word : words_) {
+      hash ^= word + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+    }
+    return static_cast<size_t>(hash);
+  }
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+struct HashRecomputeReads {
+  size_t operator()(const RecomputeReads& reads) const { return reads.Hash(); }
+};
+
 // sacplan semantics. Going from the last op to the first, an op's outputs are
 // required in backward when its backward reads them or when a later op chosen
 // for recompute reads them; the state is the set of not-yet-decided tensors
-// that some recomputed op reads.
+// that some recomputed op reads. States are visited in their own order, not
+// the hash map's, so the labels that tie keep one order whatever the hash.
 std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
                                       int64_t quantum_bytes) {
   const int tensor_count = static_cast<int>(block.tensors.size());
-  using State = std::string;  // one char per tensor: '1' = needed by a recompute
+  using States = std::unordered_map<RecomputeReads, std::vector<Label>, HashRecomputeReads>;
   SavedOps saved_ops;
   std::vector<Label> run;
-  std::unordered_map<State, std::vector<Label>> states;
-  states[State(tensor_count, '0')] = {{0, 0, -1}};
+  std::vector<Label> scratch;
+  States states;
+  states[RecomputeReads(tensor_count)] = {{0, 0, -1}};
+  std::vector<States::value_type*> in_order;
   for (int k = block.op_count() - 1; k >= 0; --k) {
     const OpNode& op = block.ops[k];
-    std::unordered_map<State, std::vector<Label>> next;
-    for (auto& [state, labels] : states) {
+    States next;
+    in_order.clear();
+    for (auto& entry : states) in_order.push_back(&entry);
+    std::sort(in_order.begin(), in_order.end(),
+              [](const auto* a, const auto* b) { return a->first < b->first; });
+    for (auto* entry : in_order) {
+      const RecomputeReads& state = entry->first;
+      const std::vector<Label>& labels = entry->second;
       bool required = false;
       int64_t required_bytes = 0;
-      State cleared = state;
+      RecomputeReads cleared = state;
       for (int out : op.outputs) {
-        const bool needed =
-            block.tensors[out].needed_by_backward || state[out] == '1';
+        const bool needed = block.tensors[out].needed_by_backward || state.Test(out);
         required |= needed;
         if (needed) required_bytes += block.tensors[out].bytes;
-        cleared[out] = '0';
+        cleared.Reset(out);
       }
       if (!required) {
-        MergeSorted(next[cleared], labels);
+        MergePruned(next[cleared], labels, quantum_bytes, scratch);
         continue;
       }
       // A random op is kept whatever its mask says (DecideSaves), so a
@@ -201,13 +251,13 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
           if (!op.never_save) saved.saved = saved_ops.Add(k, saved.saved);
           run.push_back(saved);
         }
-        MergeSorted(next[cleared], run);
+        MergePruned(next[cleared], run, quantum_bytes, scratch);
       }
       // sacplan never recomputes a random op (DecideSaves).
       if (op.collective || op.random) continue;
-      State recomputed = cleared;
+      RecomputeReads recomputed = cleared;
       for (int in : op.inputs) {
-        if (block.tensors[in].producer >= 0) recomputed[in] = '1';
+        if (block.tensors[in].producer >= 0) recomputed.Set(in);
       }
       run.clear();
       for (const Label& label : labels) {
@@ -215,9 +265,8 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
         again.recompute_ms += op.fwd_ms;
         run.push_back(again);
       }
-      MergeSorted(next[recomputed], run);
+      MergePruned(next[recomputed], run, quantum_bytes, scratch);
     }
-    for (auto& [state, labels] : next) PruneDominated(labels, quantum_bytes);
     states = std::move(next);
   }
   std::vector<SaveMask> masks;
