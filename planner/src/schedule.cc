@@ -317,14 +317,15 @@ namespace {
 
 // Walks the ops from the last, with `required` (per tensor) starting as
 // what backward reads: an unsaved op whose outputs are required is
-// recomputed and requires its inputs; `on_saved_output(t)` is called for
-// each output t of the other ops once its requirement is final. A random op
-// is never recomputed: sacplan's executor re-runs ops one by one in
-// backward, where no generator replays its numbers. Returns the recompute
-// time.
-template <typename OnSavedOutput>
+// recomputed (`on_recomputed(k)`) and requires its inputs;
+// `on_saved_output(t)` is called for each output t of the other ops once
+// its requirement is final. A random op is never recomputed: sacplan's
+// executor re-runs ops one by one in backward, where no generator replays
+// its numbers. Returns the recompute time.
+template <typename OnSavedOutput, typename OnRecomputed>
 double WalkRecomputes(const BlockAnalysis& block, const SaveMask& saved,
-                      std::vector<bool>& required, OnSavedOutput on_saved_output) {
+                      std::vector<bool>& required, OnSavedOutput on_saved_output,
+                      OnRecomputed on_recomputed) {
   const int tensor_count = static_cast<int>(block.tensors.size());
   required.assign(tensor_count, false);
   for (int t = 0; t < tensor_count; ++t) {
@@ -339,6 +340,7 @@ double WalkRecomputes(const BlockAnalysis& block, const SaveMask& saved,
       if (any_required) {
         for (int in : op.inputs) required[in] = true;
         recompute_ms += op.fwd_ms;
+        on_recomputed(k);
       }
       continue;
     }
@@ -355,7 +357,14 @@ double RecomputeMs(const BlockAnalysis& block, const SaveMask& saved,
     return TorchSacCheckpointMs(block, saved);
   }
   std::vector<bool> required;
-  return WalkRecomputes(block, saved, required, [](int) {});
+  return WalkRecomputes(block, saved, required, [](int) {}, [](int) {});
+}
+
+std::vector<int> RecomputedOps(const BlockAnalysis& block, const SaveMask& saved) {
+  std::vector<bool> required;
+  std::vector<int> ops;
+  WalkRecomputes(block, saved, required, [](int) {}, [&](int k) { ops.push_back(k); });
+  return ops;
 }
 
 // Which tensors survive forward. sacplan keeps a saved op's output only if
@@ -373,9 +382,12 @@ SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
   outcome.kept.assign(tensor_count, false);
   outcome.holds_output.assign(block.outputs.size(), false);
   std::vector<bool> required;
-  outcome.recompute_ms = WalkRecomputes(block, saved, required, [&](int out) {
-    if (!block.tensors[out].block_output) outcome.kept[out] = required[out];
-  });
+  outcome.recompute_ms = WalkRecomputes(
+      block, saved, required,
+      [&](int out) {
+        if (!block.tensors[out].block_output) outcome.kept[out] = required[out];
+      },
+      [](int) {});
   // sacplan's executor keeps the carried inputs, as a checkpoint keeps its
   // inputs; plain autograd keeps one only for a backward that reads it.
   for (int t : block.carried_inputs) {

@@ -45,13 +45,31 @@ constexpr int64_t kFrontierLabelGrain = 4;
 // (up to 0.5% of a step on the Wan capture, torch-sac).
 constexpr int64_t kOwnFrontierLabelGrain = 64;
 
-// `candidate` costed in `block`'s times: a block with the same memory
+// A save set simulated on a class's representative: its cost there, and
+// what gives any member's recompute time in the member's own times.
+struct SimulatedSaveSet {
+  BlockCost cost;
+  // torch-sac semantics with the block checkpointed: TorchSacCheckpointMs.
+  bool torch_sac_checkpointed = false;
+  // Otherwise the ops recomputed (RecomputedOps), whose times add up.
+  std::vector<int> recomputed_ops;
+};
+
+// `simulated` costed in `block`'s times: a block with the same memory
 // structure as the one it was simulated on has the same bytes and peaks,
-// and DecideSaves (RecomputeMs) gives its recompute time.
-BlockCandidate InTimesOf(const BlockAnalysis& block, BlockCandidate candidate,
-                         Semantics semantics) {
-  candidate.cost.recompute_ms = RecomputeMs(block, candidate.mask, semantics);
-  return candidate;
+// and its own RecomputeMs, which the recomputed ops give without walking
+// the graph again.
+BlockCost InTimesOf(const BlockAnalysis& block, const SaveMask& mask,
+                    const SimulatedSaveSet& simulated) {
+  BlockCost cost = simulated.cost;
+  if (simulated.torch_sac_checkpointed) {
+    cost.recompute_ms = TorchSacCheckpointMs(block, mask);
+    return cost;
+  }
+  // In RecomputeMs's order, so that the sum is the same to the last bit.
+  cost.recompute_ms = 0;
+  for (int k : simulated.recomputed_ops) cost.recompute_ms += block.ops[k].fwd_ms;
+  return cost;
 }
 
 // The blocks' analysis with each op's times the mean of theirs: the blocks
@@ -93,22 +111,26 @@ struct Solver::BlockClass {
   const BlockAnalysis* analysis = nullptr;  // the representative's
   bool lazy = false;  // neighbours are added by solves (AddNeighbours)
 
-  // The cost of `mask` on the representative, simulated once.
-  BlockCost Cost(const SaveMask& mask, Semantics semantics) {
+  // `mask` simulated on the representative, once. The reference stays
+  // valid and unchanged for the class's life (the map's nodes do not move).
+  const SimulatedSaveSet& Simulate(const SaveMask& mask, Semantics semantics) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       auto found = simulated.find(mask);
       if (found != simulated.end()) return found->second;
     }
-    const BlockCost cost = EvaluateBlock(*analysis, mask, semantics);
+    SimulatedSaveSet fresh;
+    fresh.cost = EvaluateBlock(*analysis, mask, semantics);
+    fresh.torch_sac_checkpointed =
+        semantics == Semantics::kTorchSac && !EveryOpSaved(*analysis, mask);
+    if (!fresh.torch_sac_checkpointed) fresh.recomputed_ops = RecomputedOps(*analysis, mask);
     std::lock_guard<std::mutex> lock(mutex);
-    simulated.emplace(mask, cost);
-    return cost;
+    return simulated.emplace(mask, std::move(fresh)).first->second;
   }
 
  private:
   std::mutex mutex;
-  std::unordered_map<SaveMask, BlockCost> simulated;
+  std::unordered_map<SaveMask, SimulatedSaveSet> simulated;
 };
 
 // For any lambda >= 0 and any choice for blocks b onwards whose kept bytes
@@ -534,10 +556,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
                   solver.block_candidates_[b] =
                       std::make_shared<const std::vector<BlockCandidate>>(CostedCandidates(
                           masks, candidate_quantum_bytes, [&](const SaveMask& mask) {
-                            return InTimesOf(analysis,
-                                             {mask, group.cls->Cost(mask, options.semantics), {}},
-                                             options.semantics)
-                                .cost;
+                            return InTimesOf(analysis, mask,
+                                             group.cls->Simulate(mask, options.semantics));
                           }));
                 });
   }
@@ -659,8 +679,8 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
     for (SaveMask& mask : NeighboursWorthSimulating(analysis, options_.semantics,
                                                     std::move(around), list, may_pay, moment)) {
       if (!listed.insert(mask).second) continue;
-      const BlockCost cost = cls.Cost(mask, options_.semantics);
-      fresh.push_back(InTimesOf(analysis, {std::move(mask), cost, {}}, options_.semantics));
+      const BlockCost cost = InTimesOf(analysis, mask, cls.Simulate(mask, options_.semantics));
+      fresh.push_back({std::move(mask), cost, {}});
     }
     if (fresh.empty()) return;
     auto& grown = search.grown[b];

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +53,38 @@ TEST(AllSaveMasksTest, EnumeratesEveryChoiceOfTheFreeOps) {
 
 // The (kept bytes, recompute time) frontier generators lose nothing: every
 // save set is matched or beaten on both by one of theirs.
+// The solver gives a block the recompute time of the ops recomputed on
+// another block of its memory structure (RecomputedOps), summed in its own
+// times: that must be the block's RecomputeMs to the last bit.
+TEST(RecomputedOpsTest, TheirOwnTimesSumToRecomputeMs) {
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(seed);
+    Model model = testing::RandomModel(1, 9, seed, false);
+    Block retimed = model.blocks[0];
+    for (size_t k = 0; k < retimed.ops.size(); ++k) {
+      retimed.ops[k].fwd_ms = 0.1 + 0.37 * static_cast<double>((k * 7 + seed) % 5);
+    }
+    const BlockAnalysis a = *AnalyzeBlock(model.blocks[0]);
+    const BlockAnalysis b = *AnalyzeBlock(retimed);
+    for (const SaveMask& mask : AllSaveMasks(a)) {
+      const std::vector<int> ops = RecomputedOps(a, mask);
+      EXPECT_EQ(ops, RecomputedOps(b, mask));
+      EXPECT_TRUE(std::adjacent_find(ops.begin(), ops.end(), std::less_equal<int>()) ==
+                  ops.end());  // last op first, each once
+      for (int k : ops) EXPECT_FALSE(mask[k]) << k;
+      EXPECT_EQ(static_cast<int>(ops.size()),
+                EvaluateBlock(a, mask, Semantics::kSacplan).recomputed_ops);
+      for (const BlockAnalysis* block : {&a, &b}) {
+        double ms = 0;
+        for (int k : ops) ms += block->ops[k].fwd_ms;
+        EXPECT_EQ(ms, RecomputeMs(*block, mask, Semantics::kSacplan));
+      }
+    }
+    // Saving every op, plain autograd recomputes nothing.
+    EXPECT_TRUE(RecomputedOps(a, SaveMask(a.ops.size(), true)).empty());
+  }
+}
+
 TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
   for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
     for (uint32_t seed = 1; seed <= 25; ++seed) {

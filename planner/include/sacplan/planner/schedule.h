@@ -268,6 +268,11 @@ SaveMask ReplayRandomOps(const BlockAnalysis& block, SaveMask saved);
 
 SaveOutcome DecideSaves(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);
+// The ops sacplan semantics recomputes for `saved` (plain autograd's too,
+// for a block saving every op), last op first: their fwd_ms summed in this
+// order is RecomputeMs in those semantics. Depends only on the graph and
+// `saved`, so blocks of one memory structure share it.
+std::vector<int> RecomputedOps(const BlockAnalysis& block, const SaveMask& saved);
 // DecideSaves(block, saved, semantics).recompute_ms, without the rest.
 double RecomputeMs(const BlockAnalysis& block, const SaveMask& saved,
                    Semantics semantics);
