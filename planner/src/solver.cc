@@ -413,7 +413,6 @@ struct Solver::Search {
   }
 };
 
-
 absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
                                       const SolverOptions& options) {
   Solver solver;
