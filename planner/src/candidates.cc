@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <numeric>
 #include <optional>
-#include <string>
 #include <unordered_map>
 
 #include "peak_bounds.h"
