@@ -140,34 +140,54 @@ int64_t KeepableBytes(const BlockAnalysis& block, int op) {
   return bytes;
 }
 
+// torch-sac, checkpointed: how saving `op` changes the re-run's time.
+double SavedDeltaMs(const BlockAnalysis& block, int op) {
+  const OpNode& node = block.ops[op];
+  return node.saved_fwd_extra_ms - node.checkpointed_fwd_extra_ms + node.replay_ms -
+         node.recompute_ms;
+}
+
 // torch-sac. In a checkpointed block both kept bytes and recompute time add
 // up over ops: saving an op keeps all its outputs and, if the re-run would
 // recompute it, spares its forward time. Saving an op the re-run never
 // reaches spares nothing, so those stay unsaved (DropUselessSaves).
 // Saving every op is plain autograd, which keeps less; it is added as is.
-std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block,
-                                       int64_t quantum_bytes) {
+std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block, int64_t quantum_bytes,
+                                       const FrontierRegion& region) {
   std::vector<int> items;
   for (int k : FreeOps(block)) {
     if (TorchSacRerunReaches(block, k)) items.push_back(k);
   }
+  // spare_ms[i]: the most time saving items i onwards can spare (a saved
+  // op's forward may also cost more, which spares nothing).
+  std::vector<double> spare_ms(items.size() + 1, 0);
+  for (size_t i = items.size(); i-- > 0;) {
+    spare_ms[i] = spare_ms[i + 1] - std::min(0.0, SavedDeltaMs(block, items[i]));
+  }
+  // Kept bytes only grow, and time falls by at most spare_ms: a label
+  // beyond either can never end in the region.
+  const auto outside = [&](const Label& label, size_t next_item) {
+    return label.kept_bytes > region.max_kept_bytes ||
+           label.recompute_ms - spare_ms[next_item] > region.max_recompute_ms;
+  };
   SavedOps saved_ops;
   std::vector<Label> labels{
       {0, TorchSacCheckpointMs(block, SaveMask(block.op_count(), false)), -1}};
   std::vector<Label> saved_run;
   std::vector<Label> scratch;
-  for (int k : items) {
-    const OpNode& op = block.ops[k];
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int k = items[i];
     saved_run.clear();
     for (const Label& label : labels) {
       Label saved = label;
       saved.kept_bytes += KeepableBytes(block, k);
-      saved.recompute_ms += op.saved_fwd_extra_ms - op.checkpointed_fwd_extra_ms +
-                            op.replay_ms - op.recompute_ms;
+      saved.recompute_ms += SavedDeltaMs(block, k);
+      if (outside(saved, i + 1)) continue;
       saved.saved = saved_ops.Add(k, saved.saved);
       saved_run.push_back(saved);
     }
     MergePruned(labels, saved_run, quantum_bytes, scratch);
+    std::erase_if(labels, [&](const Label& label) { return outside(label, i + 1); });
   }
   std::vector<SaveMask> masks;
   for (const Label& label : labels) {
@@ -207,8 +227,8 @@ struct HashRecomputeReads {
 // for recompute reads them; the state is the set of not-yet-decided tensors
 // that some recomputed op reads. States are visited in their own order, not
 // the hash map's, so the labels that tie keep one order whatever the hash.
-std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
-                                      int64_t quantum_bytes) {
+std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block, int64_t quantum_bytes,
+                                      const FrontierRegion& region) {
   const int tensor_count = static_cast<int>(block.tensors.size());
   using States = std::unordered_map<RecomputeReads, std::vector<Label>, HashRecomputeReads>;
   SavedOps saved_ops;
@@ -247,6 +267,8 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
         for (const Label& label : labels) {
           Label saved = label;
           saved.kept_bytes += required_bytes;
+          // Both quantities only grow: past the region is past for good.
+          if (saved.kept_bytes > region.max_kept_bytes) continue;
           if (!op.never_save) saved.saved = saved_ops.Add(k, saved.saved);
           run.push_back(saved);
         }
@@ -262,6 +284,7 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block,
       for (const Label& label : labels) {
         Label again = label;
         again.recompute_ms += op.fwd_ms;
+        if (again.recompute_ms > region.max_recompute_ms) continue;
         run.push_back(again);
       }
       MergePruned(next[recomputed], run, quantum_bytes, scratch);
@@ -385,21 +408,52 @@ std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
   return masks;
 }
 
-std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
-                                        Semantics semantics,
-                                        int64_t quantum_bytes) {
+std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block, Semantics semantics,
+                                        int64_t quantum_bytes, const FrontierRegion& region) {
   quantum_bytes = std::max<int64_t>(1, quantum_bytes);
-  return semantics == Semantics::kTorchSac ? TorchSacKnapsack(block, quantum_bytes)
-                                           : SacplanFrontier(block, quantum_bytes);
+  return semantics == Semantics::kTorchSac ? TorchSacKnapsack(block, quantum_bytes, region)
+                                           : SacplanFrontier(block, quantum_bytes, region);
 }
 
-std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
-                                     std::vector<SaveMask> masks) {
+std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block, std::vector<SaveMask> masks,
+                                     const FrontierRegion& region) {
   const std::vector<int> free_ops = FreeOps(block);
+  const bool whole_plane = region.max_kept_bytes == FrontierRegion().max_kept_bytes &&
+                           region.max_recompute_ms == FrontierRegion().max_recompute_ms;
+  std::vector<int64_t> keepable_bytes(block.op_count(), 0);
+  std::vector<char> reached(block.op_count(), 0);
+  if (!whole_plane) {
+    for (int k : free_ops) {
+      keepable_bytes[k] = KeepableBytes(block, k);
+      reached[k] = TorchSacRerunReaches(block, k);
+    }
+  }
   const size_t base = masks.size();
   masks.reserve(base * (free_ops.size() + 1));
   for (size_t i = 0; i < base; ++i) {
+    // A checkpointed torch-sac set's knapsack counts move by one op's
+    // bytes and time per flip, so flips that end outside the region are
+    // not made.
+    const bool counted = !whole_plane && !EveryOpSaved(block, masks[i]);
+    int64_t kept_bytes = 0;
+    double recompute_ms = 0;
+    if (counted) {
+      for (int k : free_ops) {
+        if (masks[i][k] && reached[k]) kept_bytes += keepable_bytes[k];
+      }
+      recompute_ms = TorchSacCheckpointMs(block, masks[i]);
+    }
     for (int k : free_ops) {
+      if (counted && reached[k]) {
+        const double sign = masks[i][k] ? -1 : 1;
+        const int64_t flipped_kept = kept_bytes + static_cast<int64_t>(sign) * keepable_bytes[k];
+        const double flipped_ms = recompute_ms + sign * SavedDeltaMs(block, k);
+        if (flipped_kept > region.max_kept_bytes ||
+            flipped_ms > region.max_recompute_ms +
+                             1e-9 * std::max(1.0, std::abs(region.max_recompute_ms))) {
+          continue;
+        }
+      }
       SaveMask flipped = masks[i];
       flipped[k] = !flipped[k];
       // Unsaving one op of an uncheckpointed block checkpoints it, and a
@@ -453,11 +507,12 @@ std::vector<SaveMask> UsefulMasks(const BlockAnalysis& block, Semantics semantic
 }  // namespace
 
 std::vector<SaveMask> InitialSaveMasks(const BlockAnalysis& block, Semantics semantics,
-                                       int exhaustive_max_ops, int64_t label_quantum_bytes) {
+                                       int exhaustive_max_ops, int64_t label_quantum_bytes,
+                                       const FrontierRegion& region) {
   return UsefulMasks(block, semantics,
                      EnumeratesEverySaveSet(block, exhaustive_max_ops)
                          ? AllSaveMasks(block)
-                         : FrontierSaveMasks(block, semantics, label_quantum_bytes));
+                         : FrontierSaveMasks(block, semantics, label_quantum_bytes, region));
 }
 
 std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
@@ -470,7 +525,7 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
     const std::vector<BlockCandidate>& known,
     const std::function<bool(const SaveOutcome&)>& may_pay,
-    const std::function<int64_t(const BlockCost&)>& moment) {
+    const std::function<int64_t(const BlockCost&)>& moment, const FrontierRegion& region) {
   // A neighbour's peaks are at least its kept bytes plus the block outputs
   // (live at the end of forward, and as their gradients when backward
   // starts); skip simulating those a known candidate beats even against
@@ -492,7 +547,10 @@ std::vector<SaveMask> NeighboursWorthSimulating(
   }
   std::vector<SaveMask> worth_simulating;
   for (SaveMask& mask :
-       UsefulMasks(block, semantics, WithNeighbours(block, std::move(masks)))) {
+       UsefulMasks(block, semantics,
+                   WithNeighbours(block, std::move(masks),
+                                  semantics == Semantics::kTorchSac ? region
+                                                                    : FrontierRegion()))) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);
     if (may_pay != nullptr && !may_pay(outcome)) continue;
     // The bounds, computed once a known candidate keeps as little in as

@@ -8,7 +8,9 @@
 #ifndef SACPLAN_PLANNER_SRC_CANDIDATES_H_
 #define SACPLAN_PLANNER_SRC_CANDIDATES_H_
 
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
@@ -94,6 +96,14 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
 std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
                                        std::vector<SaveMask> masks);
 
+// A corner of the (kept bytes, recompute time) plane, as the frontier
+// programmes count a save set: at most max_kept_bytes kept, at most
+// max_recompute_ms recomputed. The default is the whole plane.
+struct FrontierRegion {
+  int64_t max_kept_bytes = std::numeric_limits<int64_t>::max();
+  double max_recompute_ms = std::numeric_limits<double>::infinity();
+};
+
 // The save sets on the Pareto frontier of (kept bytes, recompute time) for
 // `semantics`, of those whose kept bytes fall in one multiple of
 // `quantum_bytes` only the fastest (1: the exact frontier): for torch-sac a
@@ -101,15 +111,25 @@ std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
 // them) plus saving every op (plain autograd); for sacplan a dynamic
 // programme over the ops in reverse order whose state is which
 // already-decided consumers need a tensor recomputed.
-std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block,
-                                        Semantics semantics,
-                                        int64_t quantum_bytes);
+// Of those, only the ones in `region` (and plain autograd's, where it is
+// added): a programme drops a partial decision as soon as it cannot end
+// there, so a small region costs a fraction of the whole frontier. What
+// it drops keeps more or takes longer than all it keeps, so it never
+// prunes one of them: at quantum 1 the sets in the region are exactly the
+// whole frontier's there.
+std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block, Semantics semantics,
+                                        int64_t quantum_bytes,
+                                        const FrontierRegion& region = {});
 
 // The masks plus every mask one op's decision away from one of them: the
 // (kept, recompute) frontier misses save sets whose transient peaks are
-// lower, and those sit next to it (docs/memory_model.md#solver).
-std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block,
-                                     std::vector<SaveMask> masks);
+// lower, and those sit next to it (docs/memory_model.md#solver). With a
+// `region`, of the flips of a checkpointed set that the torch-sac
+// knapsack counts (an op the re-run reaches), only those whose counts
+// stay in it: its bytes kept and TorchSacCheckpointMs, which one flip
+// moves by the op's bytes and time.
+std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block, std::vector<SaveMask> masks,
+                                     const FrontierRegion& region = {});
 
 // Evaluates each mask and keeps those no other mask beats on all four of
 // kept, forward peak, backward peak and time (CandidateMs; ties: the first).
@@ -127,8 +147,10 @@ bool EnumeratesEverySaveSet(const BlockAnalysis& block, int exhaustive_max_ops);
 // EnumeratesEverySaveSet, otherwise the (kept, recompute) frontier keeping
 // one label per `label_quantum_bytes` (FrontierSaveMasks). For torch-sac
 // the sets pass through DropUselessSaves and ReplayRandomOps.
+// With a `region`, only the frontier's sets in it (FrontierSaveMasks).
 std::vector<SaveMask> InitialSaveMasks(const BlockAnalysis& block, Semantics semantics,
-                                       int exhaustive_max_ops, int64_t label_quantum_bytes);
+                                       int exhaustive_max_ops, int64_t label_quantum_bytes,
+                                       const FrontierRegion& region = {});
 
 // `masks` costed by `evaluate`, reduced to their Pareto candidates and
 // thinned to `quantum_bytes` (ThinCandidates).
@@ -146,11 +168,16 @@ std::vector<BlockCandidate> CostedCandidates(const std::vector<SaveMask>& masks,
 // block outputs; or, with `moment` (what the solver's chain reads of a
 // cost: the bytes it adds at its block's highest moment), that alone
 // against the tighter PeakLowerBounds.
+// For torch-sac, a `region` leaves out the neighbours WithNeighbours's
+// counts put outside it before anything else is decided for them: `may_pay`
+// should refuse those anyway, as the kept bytes a save set's outcome
+// counts are at least its knapsack's.
 std::vector<SaveMask> NeighboursWorthSimulating(
     const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
     const std::vector<BlockCandidate>& known,
     const std::function<bool(const SaveOutcome&)>& may_pay = nullptr,
-    const std::function<int64_t(const BlockCost&)>& moment = nullptr);
+    const std::function<int64_t(const BlockCost&)>& moment = nullptr,
+    const FrontierRegion& region = {});
 
 // The initial candidates (InitialSaveMasks, CostedCandidates), from the
 // exact (kept, recompute) frontier, and, unless

@@ -111,6 +111,118 @@ TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
   }
 }
 
+// torch-sac's knapsack counts a checkpointed save set as the outputs
+// (block outputs aside) of its saved ops the re-run reaches, and the
+// re-run's time.
+std::pair<int64_t, double> KnapsackCounts(const BlockAnalysis& block, const SaveMask& mask) {
+  int64_t kept_bytes = 0;
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (!mask[k] || !TorchSacRerunReaches(block, k)) continue;
+    for (int out : block.ops[k].outputs) {
+      if (!block.tensors[out].block_output) kept_bytes += block.tensors[out].bytes;
+    }
+  }
+  return {kept_bytes, TorchSacCheckpointMs(block, mask)};
+}
+
+// A region's frontier is the whole frontier's save sets in that region,
+// plus plain autograd's, and it is smaller. Checked on torch-sac's
+// knapsack, whose counts the test can redo; both programmes keep only
+// sets of the whole frontier, fewer for a smaller region.
+TEST(FrontierSaveMasksTest, InARegionAreTheWholeFrontiersSetsThere) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    size_t whole_total = 0;
+    size_t region_total = 0;
+    for (uint32_t seed = 1; seed <= 25; ++seed) {
+      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
+      const BlockAnalysis block = seed % 3 == 0
+                                      ? MarkedBlock(seed, 9)
+                                      : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+      const std::vector<SaveMask> whole = FrontierSaveMasks(block, semantics, 1);
+      std::vector<int64_t> kept;
+      std::vector<double> times;
+      for (const SaveMask& mask : whole) {
+        if (EveryOpSaved(block, mask)) continue;
+        const auto [kept_bytes, ms] = KnapsackCounts(block, mask);
+        kept.push_back(kept_bytes);
+        times.push_back(ms);
+      }
+      std::sort(kept.begin(), kept.end());
+      std::sort(times.begin(), times.end());
+      times.erase(std::unique(times.begin(), times.end()), times.end());
+      if (times.size() < 2) continue;
+      // Cut both ways inside the frontier; the time between two of its
+      // times, clear of rounding. The larger region holds the smaller.
+      const size_t at = times.size() / 3;
+      const FrontierRegion region{kept[kept.size() * 2 / 3], 0.5 * (times[at] + times[at + 1])};
+      const FrontierRegion larger{kept.back(), times[at + 1] + 1};
+      const std::vector<SaveMask> small_masks = FrontierSaveMasks(block, semantics, 1, region);
+      const std::vector<SaveMask> larger_masks = FrontierSaveMasks(block, semantics, 1, larger);
+      const std::set<SaveMask> in_region(small_masks.begin(), small_masks.end());
+      const std::set<SaveMask> in_larger(larger_masks.begin(), larger_masks.end());
+      const std::set<SaveMask> in_whole(whole.begin(), whole.end());
+      EXPECT_TRUE(std::includes(in_whole.begin(), in_whole.end(), in_larger.begin(),
+                                in_larger.end()));
+      EXPECT_TRUE(std::includes(in_larger.begin(), in_larger.end(), in_region.begin(),
+                                in_region.end()));
+      if (semantics == Semantics::kTorchSac) {
+        for (const SaveMask& mask : whole) {
+          const auto [kept_bytes, ms] = KnapsackCounts(block, mask);
+          const bool inside =
+              EveryOpSaved(block, mask) ||
+              (kept_bytes <= region.max_kept_bytes && ms <= region.max_recompute_ms);
+          EXPECT_EQ(in_region.contains(mask), inside)
+              << "kept " << kept_bytes << " recompute " << ms;
+        }
+      }
+      whole_total += whole.size();
+      region_total += in_region.size();
+    }
+    EXPECT_LT(region_total, whole_total);
+    EXPECT_GT(region_total, 0u);
+  }
+}
+
+// With a region, torch-sac's neighbours leave out only flips whose
+// knapsack counts end outside it: every neighbour inside is there, and
+// fewer are made.
+TEST(WithNeighboursTest, InARegionKeepEveryNeighbourInsideIt) {
+  size_t whole_total = 0;
+  size_t region_total = 0;
+  for (uint32_t seed = 1; seed <= 25; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const BlockAnalysis block = seed % 3 == 0
+                                    ? MarkedBlock(seed, 9)
+                                    : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+    const std::vector<SaveMask> frontier = FrontierSaveMasks(block, Semantics::kTorchSac, 1);
+    std::vector<int64_t> kept;
+    std::vector<double> times;
+    for (const SaveMask& mask : frontier) {
+      const auto [kept_bytes, ms] = KnapsackCounts(block, mask);
+      kept.push_back(kept_bytes);
+      times.push_back(ms);
+    }
+    std::sort(kept.begin(), kept.end());
+    std::sort(times.begin(), times.end());
+    const FrontierRegion region{kept[kept.size() / 2], times[times.size() / 2]};
+    const std::vector<SaveMask> whole = WithNeighbours(block, frontier);
+    const std::vector<SaveMask> in_region = WithNeighbours(block, frontier, region);
+    const std::set<SaveMask> whole_set(whole.begin(), whole.end());
+    const std::set<SaveMask> region_set(in_region.begin(), in_region.end());
+    EXPECT_TRUE(std::includes(whole_set.begin(), whole_set.end(), region_set.begin(),
+                              region_set.end()));
+    for (const SaveMask& mask : whole) {
+      const auto [kept_bytes, ms] = KnapsackCounts(block, mask);
+      if (kept_bytes <= region.max_kept_bytes && ms <= region.max_recompute_ms) {
+        EXPECT_TRUE(region_set.contains(mask)) << "kept " << kept_bytes << " recompute " << ms;
+      }
+    }
+    whole_total += whole_set.size();
+    region_total += region_set.size();
+  }
+  EXPECT_LT(region_total, whole_total);
+}
+
 // At a coarser grain the frontier keeps one label per multiple of the
 // quantum at each op, so a save set is matched on time by one that keeps at
 // most a quantum more per op decided; and it is smaller.
