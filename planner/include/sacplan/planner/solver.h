@@ -154,6 +154,17 @@ class Solver {
   // as its incumbent are added.
   bool AddNeighbours(Search& search, const std::vector<int>& choice,
                      const TimeBound* bound, int threads) const;
+  // Adds to each lazy block's list save sets that could replace its pick
+  // alone within `budget_bytes`, the other picks as they are: faster, and
+  // keeping no more than the later blocks leave room for. They are the
+  // block's frontier at `quantum_bytes` in that corner (FrontierRegion),
+  // widened by one op's outputs, and the sets one op unsaved from those,
+  // screened as AddNeighbours screens neighbours; false when nothing was
+  // added. The lazy lists start from coarser frontiers and grow around the
+  // picks; what this finds lies far from the picks in kept bytes. Used
+  // once per torch-sac solve, after its picks settle (SearchChain).
+  bool AddExchanges(Search& search, int64_t budget_bytes, int64_t quantum_bytes,
+                    const std::vector<int>& choice, int threads) const;
   absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution, int threads) const;
   // Bucket size for a budget: budget / resolution, at least 1.
   int64_t QuantumFor(int64_t budget_bytes, int resolution) const;
