@@ -36,6 +36,12 @@ BlockAnalysis MarkedBlock(uint32_t seed, int ops) {
   return *AnalyzeBlock(block);
 }
 
+// The frontier tests' blocks: every third one marked, the others plain.
+BlockAnalysis FrontierTestBlock(uint32_t seed) {
+  return seed % 3 == 0 ? MarkedBlock(seed, 9)
+                       : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+}
+
 TEST(AllSaveMasksTest, EnumeratesEveryChoiceOfTheFreeOps) {
   const BlockAnalysis block = MarkedBlock(3, 6);
   const std::vector<SaveMask> masks = AllSaveMasks(block);
@@ -89,9 +95,7 @@ TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
   for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
     for (uint32_t seed = 1; seed <= 25; ++seed) {
       SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = seed % 3 == 0
-                                      ? MarkedBlock(seed, 9)
-                                      : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+      const BlockAnalysis block = FrontierTestBlock(seed);
       std::vector<SaveOutcome> frontier;
       for (const SaveMask& mask : FrontierSaveMasks(block, semantics, 1)) {
         ASSERT_EQ(mask.size(), block.ops.size());
@@ -135,9 +139,7 @@ TEST(FrontierSaveMasksTest, InARegionAreTheWholeFrontiersSetsThere) {
     size_t region_total = 0;
     for (uint32_t seed = 1; seed <= 25; ++seed) {
       SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = seed % 3 == 0
-                                      ? MarkedBlock(seed, 9)
-                                      : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+      const BlockAnalysis block = FrontierTestBlock(seed);
       const std::vector<SaveMask> whole = FrontierSaveMasks(block, semantics, 1);
       std::vector<int64_t> kept;
       std::vector<double> times;
@@ -191,9 +193,7 @@ TEST(WithNeighboursTest, InARegionKeepEveryNeighbourInsideIt) {
   size_t region_total = 0;
   for (uint32_t seed = 1; seed <= 25; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    const BlockAnalysis block = seed % 3 == 0
-                                    ? MarkedBlock(seed, 9)
-                                    : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+    const BlockAnalysis block = FrontierTestBlock(seed);
     const std::vector<SaveMask> frontier = FrontierSaveMasks(block, Semantics::kTorchSac, 1);
     std::vector<int64_t> kept;
     std::vector<double> times;
@@ -233,9 +233,7 @@ TEST(FrontierSaveMasksTest, AtAQuantumCoverEverySaveSetWithinAQuantumPerOp) {
     size_t coarse_total = 0;
     for (uint32_t seed = 1; seed <= 25; ++seed) {
       SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = seed % 3 == 0
-                                      ? MarkedBlock(seed, 9)
-                                      : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
+      const BlockAnalysis block = FrontierTestBlock(seed);
       const int64_t slack = kQuantum * block.op_count();
       std::vector<SaveOutcome> coarse;
       for (const SaveMask& mask : FrontierSaveMasks(block, semantics, kQuantum)) {
