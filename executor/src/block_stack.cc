@@ -160,14 +160,43 @@ void OffloadAfter(StackState& state, int b, int k, TensorTable& table) {
 }
 
 // Before backward step s: the prefetches issued then, back on the device
-// as kept tensors.
-void PrefetchBefore(StackState& state, int b, int s, TensorTable& table) {
+// as kept tensors. Led copies (`led`) are issued at the block after's lead
+// trigger instead (LeadBefore).
+void PrefetchBefore(StackState& state, int b, int s, TensorTable& table, bool led = false) {
   const std::vector<OffloadCopy>& copies = Copies(state, b);
   for (size_t c = 0; c < copies.size(); ++c) {
-    if (copies[c].prefetch_before != s) continue;
+    if (copies[c].prefetch_before != s || copies[c].led != led) continue;
     ScopedMemoryAccount account(Account(MemoryCategory::kKept));
     table[copies[c].tensor] = state.copies->ToDevice(state.host[b][c]);
   }
+}
+
+// Offload windows (CopyWindows) of block b-1 in block b's steps.
+// Before b's forward step k: b-1's copies spilled that far drop their device
+// tensors; at b-1's spill trigger compute first waits for every copy to the
+// host, then drops the rest.
+void SpillBefore(StackState& state, int b, int k) {
+  if (b == 0) return;
+  const BlockCopies& before = (*state.schedules)[b - 1].offload;
+  if (before.spill_trigger < 0) return;
+  if (k == before.spill_trigger) state.copies->FinishCopiesToHost();
+  for (const OffloadCopy& copy : before.copies) {
+    if (copy.freed_before_next < 0) continue;
+    if (copy.freed_before_next == k || (k == before.spill_trigger && copy.freed_before_next > k)) {
+      state.live[b - 1][copy.tensor].reset();
+    }
+  }
+}
+
+// Before b's backward step s: at b-1's lead trigger, b-1's led copies back.
+void LeadBefore(StackState& state, int b, const ScheduleStep& step) {
+  if (b == 0) return;
+  const BlockCopies& before = (*state.schedules)[b - 1].offload;
+  if (before.lead_trigger_op < 0 || step.kind != StepKind::kBackward ||
+      step.op != before.lead_trigger_op) {
+    return;
+  }
+  PrefetchBefore(state, b - 1, 0, state.live[b - 1], /*led=*/true);
 }
 
 // Frees `indices` of the table and the host copies of those offloaded.
@@ -202,6 +231,7 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
   state.host[b].assign(schedule.offload.copies.size(), at::Tensor());
   OffloadAfter(state, b, -1, table);
   for (size_t k = 0; k < schedule.forward.size(); ++k) {
+    SpillBefore(state, b, static_cast<int>(k));
     const ScheduleStep& step = schedule.forward[k];
     Timed(state, b, step, [&] {
       ScopedMemoryAccount account(Account(MemoryCategory::kForwardLive));
@@ -216,7 +246,10 @@ at::Tensor ForwardBlock(StackState& state, int b, at::Tensor carried) {
     FreeAll(table, step.free_after);
     OffloadAfter(state, b, static_cast<int>(k), table);
   }
-  if (!schedule.offload.copies.empty()) state.copies->FinishCopiesToHost();
+  // With a spill window the copies run on into the next block's forward.
+  if (!schedule.offload.copies.empty() && schedule.offload.spill_trigger < 0) {
+    state.copies->FinishCopiesToHost();
+  }
   // The output now belongs to the next block (or the head). A block whose
   // checkpoint cache holds it (torch-sac) keeps a reference until the
   // backward step its schedule frees it after.
@@ -294,6 +327,7 @@ at::Tensor BackwardBlock(StackState& state, int b, at::Tensor grad_output,
   FreeWithHostCopies(state, b, table, schedule.free_at_backward_start);
   for (size_t s = 0; s < schedule.backward.size(); ++s) {
     const ScheduleStep& step = schedule.backward[s];
+    LeadBefore(state, b, step);
     PrefetchBefore(state, b, static_cast<int>(s), table);
     if (!schedule.offload.copies.empty()) {
       for (int t : StepReads(block, step)) state.copies->BeforeRead(table[t]);

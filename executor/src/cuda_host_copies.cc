@@ -59,7 +59,8 @@ class CudaHostCopies final : public HostCopies {
     // Allocated on the compute stream, where it is read and freed.
     at::Tensor device = at::empty(host.sizes(), host.options().device(device_));
     // After compute, which waited for every copy out at its block's
-    // forward end (FinishCopiesToHost): `host` holds its data.
+    // forward end or, with a spill window, at the next block's spill
+    // trigger (FinishCopiesToHost): `host` holds its data.
     Follow(to_device_);
     {
       const c10::cuda::CUDAStreamGuard on(to_device_);

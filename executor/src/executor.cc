@@ -48,9 +48,11 @@ PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
       counters_(std::make_shared<Counters>()) {
   for (size_t b = 0; b < analyzed_.blocks.size(); ++b) {
     const bool moves = b < offloaded.size() && !offloaded[b].empty();
-    schedules_.push_back(moves ? LowerBlock(analyzed_.blocks[b], masks_[b], semantics_,
-                                            offloaded[b], analyzed_.model->host_link)
-                               : LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
+    schedules_.push_back(
+        moves ? LowerBlock(analyzed_.blocks[b], masks_[b], semantics_, offloaded[b],
+                           analyzed_.model->host_link,
+                           WindowsOf(analyzed_.blocks, static_cast<int>(b), semantics_))
+              : LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
   }
 }
 

@@ -26,8 +26,10 @@ class HostCopies {
   // copy runs on a side stream after what compute has issued, in pinned
   // memory, and `device`'s buffer is not reused before it is done.
   virtual at::Tensor ToHost(const at::Tensor& device) = 0;
-  // Compute goes on only once every copy to the host is done (a block's
-  // forward end: its copies never outlive it).
+  // Compute goes on only once every copy to the host is done: at a
+  // block's forward end, or with a spill window (CopyWindows) before the
+  // next block's spill trigger step. There it also waits for the copies
+  // that block has issued so far, which the simulator does not count.
   virtual void FinishCopiesToHost() = 0;
   // The tensor `host` (from ToHost, once FinishCopiesToHost has run since)
   // copied back, allocated now on the device; on CUDA the copy runs on a

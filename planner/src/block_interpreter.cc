@@ -22,9 +22,18 @@ BlockInterpreter::BlockInterpreter(const BlockAnalysis& block, const BlockSchedu
   copy_of_.assign(block.tensors.size(), -1);
   for (size_t c = 0; c < copies.size(); ++c) {
     copy_of_[copies[c].tensor] = static_cast<int>(c);
-    free_order_.push_back(static_cast<int>(c));
-    if (copies[c].prefetch_before >= 0) prefetch_order_.push_back(static_cast<int>(c));
+    if (copies[c].freed_before_next >= 0) {
+      spill_order_.push_back(static_cast<int>(c));
+    } else {
+      free_order_.push_back(static_cast<int>(c));
+    }
+    if (copies[c].prefetch_before >= 0 && !copies[c].led) {
+      prefetch_order_.push_back(static_cast<int>(c));
+    }
   }
+  std::stable_sort(spill_order_.begin(), spill_order_.end(), [&](int a, int b) {
+    return copies[a].freed_before_next < copies[b].freed_before_next;
+  });
   std::stable_sort(free_order_.begin(), free_order_.end(), [&](int a, int b) {
     return copies[a].freed_after < copies[b].freed_after;
   });
@@ -39,6 +48,7 @@ std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& car
   for (size_t s = 0; s < carried.size(); ++s) activations_[block_.carried_inputs[s]] = carried[s];
   ForwardCopies(-1);
   for (size_t k = 0; k < schedule_.forward.size(); ++k) {
+    if (before_forward_step_) before_forward_step_(static_cast<int>(k));
     const ScheduleStep& step = schedule_.forward[k];
     const OpNode& op = block_.ops[step.op];
     for (int out : op.outputs) {
@@ -69,6 +79,7 @@ std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& ou
   param_grads_.clear();
   for (int t : schedule_.free_at_backward_start) FreeActivation(t);
   for (size_t s = 0; s < schedule_.backward.size(); ++s) {
+    if (before_backward_step_) before_backward_step_(static_cast<int>(s));
     const ScheduleStep& step = schedule_.backward[s];
     const OpNode& op = block_.ops[step.op];
     Prefetch(static_cast<int>(s));
@@ -162,6 +173,25 @@ void BlockInterpreter::Prefetch(int s) {
     activations_[copy.tensor] = tracker_.Alloc(MemoryCategory::kKept, copy.bytes);
   }
   clock_ms_ += schedule_.offload.backward_wait_ms[s];
+}
+
+void BlockInterpreter::SpillFrees(int k) {
+  const std::vector<OffloadCopy>& copies = schedule_.offload.copies;
+  const int trigger = schedule_.offload.spill_trigger;
+  if (k == trigger) clock_ms_ += schedule_.offload.spill_wait_ms;
+  for (; spill_freed_ < spill_order_.size() &&
+         (k >= trigger || copies[spill_order_[spill_freed_]].freed_before_next <= k);
+       ++spill_freed_) {
+    const int t = copies[spill_order_[spill_freed_]].tensor;
+    tracker_.Free(activations_[t]);
+    activations_[t] = -1;
+  }
+}
+
+void BlockInterpreter::LeadPrefetches() {
+  for (const OffloadCopy& copy : schedule_.offload.copies) {
+    if (copy.led) activations_[copy.tensor] = tracker_.Alloc(MemoryCategory::kKept, copy.bytes);
+  }
 }
 
 void BlockInterpreter::FreeActivation(int t) {

@@ -4,6 +4,7 @@
 #ifndef SACPLAN_PLANNER_SRC_BLOCK_INTERPRETER_H_
 #define SACPLAN_PLANNER_SRC_BLOCK_INTERPRETER_H_
 
+#include <functional>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
@@ -44,6 +45,22 @@ class BlockInterpreter {
   std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads);
   // The parameter-gradient buffers Backward allocated, one per backward op.
   const std::vector<BufferId>& param_grads() const { return param_grads_; }
+  // Called before each forward step k (with k) and each backward step s
+  // (with s), for what another block does there: the block before's spill
+  // frees and lead prefetches (CopyWindows), or a measurement.
+  void set_before_forward_step(std::function<void(int)> hook) {
+    before_forward_step_ = std::move(hook);
+  }
+  void set_before_backward_step(std::function<void(int)> hook) {
+    before_backward_step_ = std::move(hook);
+  }
+  // Offload windows, called by the block after's steps: before its forward
+  // step k, frees the device buffers of the copies spilled that far
+  // (waiting first for every copy at BlockCopies::spill_trigger, then
+  // freeing the rest); before its lead trigger's backward step, issues the
+  // led copies back.
+  void SpillFrees(int k);
+  void LeadPrefetches();
   // The step's clock as Forward and Backward started.
   double forward_start_ms() const { return forward_start_ms_; }
   double backward_start_ms() const { return backward_start_ms_; }
@@ -78,6 +95,10 @@ class BlockInterpreter {
   // (copies are issued in their own order).
   std::vector<int> free_order_;
   std::vector<int> prefetch_order_;
+  std::vector<int> spill_order_;  // spilled copies by freed_before_next
+  size_t spill_freed_ = 0;
+  std::function<void(int)> before_forward_step_;
+  std::function<void(int)> before_backward_step_;
   size_t issued_ = 0;
   size_t freed_ = 0;
   size_t prefetched_ = 0;

@@ -310,16 +310,25 @@ bool Dominates(const BlockCost& a, const BlockCost& b) {
 }
 
 // Sorts so that a candidate can only be dominated by an earlier one, then
-// keeps those no earlier one dominates.
+// keeps those no earlier one dominates. With `windows` (offload copies may
+// reach a neighbour), also on the moments where the block before's land.
 std::vector<BlockCandidate> ParetoFilter(std::vector<BlockCandidate> all,
-                                         int64_t quantum_bytes) {
+                                         int64_t quantum_bytes, bool windows = false) {
   auto round_up = [quantum_bytes](const BlockCost& c) {
     BlockCost r = c;
     r.kept_bytes = (c.kept_bytes + quantum_bytes - 1) / quantum_bytes;
     r.forward_peak_bytes = (c.forward_peak_bytes + quantum_bytes - 1) / quantum_bytes;
     r.backward_peak_bytes =
         (c.backward_peak_bytes + quantum_bytes - 1) / quantum_bytes;
+    r.early_forward_peak_bytes = (c.early_forward_peak_bytes + quantum_bytes - 1) / quantum_bytes;
+    r.tail_backward_peak_bytes = (c.tail_backward_peak_bytes + quantum_bytes - 1) / quantum_bytes;
     return r;
+  };
+  auto dominates = [windows](const BlockCost& a, const BlockCost& b) {
+    return Dominates(a, b) &&
+           (!windows || (a.spill_bytes <= b.spill_bytes && a.lead_bytes <= b.lead_bytes &&
+                         a.early_forward_peak_bytes <= b.early_forward_peak_bytes &&
+                         a.tail_backward_peak_bytes <= b.tail_backward_peak_bytes));
   };
   std::stable_sort(all.begin(), all.end(),
                    [](const BlockCandidate& a, const BlockCandidate& b) {
@@ -339,7 +348,7 @@ std::vector<BlockCandidate> ParetoFilter(std::vector<BlockCandidate> all,
     const BlockCost mine = round_up(candidate.cost);
     bool dominated = false;
     for (const BlockCost& kept : rounded) {
-      if (Dominates(kept, mine)) {
+      if (dominates(kept, mine)) {
         dominated = true;
         break;
       }
@@ -730,7 +739,7 @@ OffloadMask WithoutExposedUnits(const BlockAnalysis& block, const BlockSchedule&
       read_before[t] = true;
     }
   }
-  if (copies.forward_wait_ms > 0 && !copies.copies.empty()) {
+  if ((copies.forward_wait_ms > 0 || copies.spill_wait_ms > 0) && !copies.copies.empty()) {
     drop_unit(copies.copies.back().tensor);
   }
   if (std::find(offloaded.begin(), offloaded.end(), true) == offloaded.end()) return {};
@@ -773,7 +782,7 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
     const size_t refined = save_masks.empty() ? variants.size() : 0;
     for (size_t v = 0; v < variants.size(); ++v) {
       const BlockSchedule schedule =
-          LowerBlock(block, mask, semantics, variants[v], offload.link);
+          LowerBlock(block, mask, semantics, variants[v], offload.link, offload.windows);
       const BlockCost cost = EvaluateSchedule(block, schedule);
       // Keeping on the device what compute waits for can only hold more, at
       // every moment, and spare at most the wait: not worth costing when a
@@ -795,7 +804,40 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
       candidates.push_back({mask, cost, variants[v]});
     }
   }
-  return ParetoFilter(std::move(candidates), std::max<int64_t>(1, quantum_bytes));
+  return ParetoFilter(std::move(candidates), std::max<int64_t>(1, quantum_bytes),
+                      /*windows=*/!save_masks.empty());
+}
+
+std::vector<BlockCandidate> WithOtherWindows(const BlockAnalysis& block, Semantics semantics,
+                                             const std::vector<BlockCandidate>& candidates,
+                                             const OffloadChoice& offload,
+                                             int64_t quantum_bytes) {
+  std::vector<BlockCandidate> costed;
+  for (const BlockCandidate& candidate : candidates) {
+    if (candidate.offload.empty()) {
+      costed.push_back(candidate);
+      continue;
+    }
+    const BlockCost cost = EvaluateSchedule(
+        block, LowerBlock(block, candidate.mask, semantics, candidate.offload, offload.link,
+                          offload.windows));
+    if (cost.host_bytes > offload.host_cap_bytes) continue;
+    costed.push_back({candidate.mask, cost, candidate.offload});
+    // What these windows make compute wait for, kept on the device instead
+    // (as WithOffload refines its variants).
+    if (cost.exposed_copy_ms <= 0) continue;
+    const OffloadMask hidden = WithoutExposedUnits(
+        block,
+        LowerBlock(block, candidate.mask, semantics, candidate.offload, offload.link,
+                   offload.windows),
+        candidate.offload);
+    if (hidden.empty() || hidden == candidate.offload) continue;
+    costed.push_back({candidate.mask,
+                      EvaluateSchedule(block, LowerBlock(block, candidate.mask, semantics, hidden,
+                                                         offload.link, offload.windows)),
+                      hidden});
+  }
+  return ParetoFilter(std::move(costed), std::max<int64_t>(1, quantum_bytes));
 }
 
 std::vector<BlockCandidate> ThinCandidates(std::vector<BlockCandidate> candidates,

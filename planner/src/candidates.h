@@ -36,6 +36,7 @@ inline double CandidateMs(const BlockCost& cost) {
 struct OffloadChoice {
   HostLink link;
   int64_t host_cap_bytes = 0;
+  CopyWindows windows;  // the block's, from the blocks around it
 };
 
 // Every offload mask of what `mask` keeps that may be offloaded
@@ -73,6 +74,16 @@ std::vector<BlockCandidate> WithOffload(const BlockAnalysis& block, Semantics se
                                         std::vector<BlockCandidate> candidates,
                                         const std::vector<SaveMask>& save_masks,
                                         const OffloadChoice& offload, int64_t quantum_bytes);
+
+// `candidates` (WithOffload's, for a block with the same structure and
+// times but other copy windows) costed again with `offload.windows`, then
+// filtered as WithOffload filters. For a block whose windows are not those
+// its class's candidates were chosen under: cheaper than choosing again,
+// and the same for the save sets without offload.
+std::vector<BlockCandidate> WithOtherWindows(const BlockAnalysis& block, Semantics semantics,
+                                             const std::vector<BlockCandidate>& candidates,
+                                             const OffloadChoice& offload,
+                                             int64_t quantum_bytes);
 
 // A block's cost under a save mask: EvaluateBlock, or one that reuses a
 // simulation of a block with the same memory structure.

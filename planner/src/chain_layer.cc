@@ -1,28 +1,60 @@
 #include "chain_layer.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace sacplan {
 
 BucketLayer::BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes)
     : quantum_bytes_(quantum_bytes),
       inverse_quantum_(1.0 / static_cast<double>(quantum_bytes)),
-      slots_(static_cast<size_t>(max_prefix_bytes / quantum_bytes + 1)) {}
+      slots_(static_cast<size_t>(max_prefix_bytes / quantum_bytes + 1)),
+      windowed_(slots_.size()) {}
 
 void BucketLayer::Absorb(const BucketLayer& other) {
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (other.slots_[i].candidate >= 0) Keep(slots_[i], other.slots_[i]);
   }
+  if (!other.any_windowed_) return;
+  any_windowed_ = true;
+  for (size_t i = 0; i < windowed_.size(); ++i) {
+    if (other.windowed_[i].candidate >= 0) Keep(windowed_[i], other.windowed_[i]);
+  }
 }
 
-void BucketLayer::Clear() { std::fill(slots_.begin(), slots_.end(), ChainState{}); }
+void BucketLayer::Clear() {
+  std::fill(slots_.begin(), slots_.end(), ChainState{});
+  if (any_windowed_) std::fill(windowed_.begin(), windowed_.end(), ChainState{});
+  any_windowed_ = false;
+}
 
 std::vector<ChainState> BucketLayer::Frontier() const {
   std::vector<ChainState> kept;
-  for (const ChainState& s : slots_) {
-    if (s.candidate < 0) continue;
-    if (!kept.empty() && s.value >= kept.back().value) continue;
-    kept.push_back(s);
+  // The least value of the plain states kept so far: it beats every state
+  // after it as slow. A windowed state kept beats those after it as slow
+  // that hold as much in the next block; only the last few kept are
+  // compared, as every pair would cost the square of a layer's states.
+  double plain_value = std::numeric_limits<double>::infinity();
+  std::vector<const ChainState*> windowed;
+  for (size_t bucket = 0; bucket < slots_.size(); ++bucket) {
+    const ChainState& s = slots_[bucket];
+    if (s.candidate >= 0 && s.value < plain_value) {
+      plain_value = s.value;
+      kept.push_back(s);
+    }
+    if (!any_windowed_) continue;
+    const ChainState& w = windowed_[bucket];
+    if (w.candidate < 0 || w.value >= plain_value) continue;
+    constexpr size_t kCompared = 8;
+    const size_t recent = windowed.size() > kCompared ? windowed.size() - kCompared : 0;
+    if (std::any_of(windowed.begin() + recent, windowed.end(), [&](const ChainState* o) {
+          return o->value <= w.value && o->spill_bytes <= w.spill_bytes &&
+                 o->lead_bytes <= w.lead_bytes;
+        })) {
+      continue;
+    }
+    windowed.push_back(&w);
+    kept.push_back(w);
   }
   return kept;
 }

@@ -23,6 +23,12 @@ struct ChainState {
   int parent = -1;     // state index in the previous layer
   int candidate = -1;  // candidate chosen for the block of this layer; -1: none
   int rank = -1;       // the candidate's place in its layer's moment order
+  // What the candidate's offload copies hold in the next block
+  // (BlockCost::spill_bytes, lead_bytes): the next layer checks them.
+  int64_t spill_bytes = 0;
+  int64_t lead_bytes = 0;
+
+  bool windowed() const { return spill_bytes > 0 || lead_bytes > 0; }
 };
 
 // Of two states as good on value and kept bytes, the one from the earlier
@@ -36,7 +42,10 @@ inline bool OfferedBefore(const ChainState& a, const ChainState& b) {
 // Collects the states of one layer, keeping the best per bucket of
 // `quantum_bytes` kept bytes (least value, then fewest kept bytes, then
 // OfferedBefore): an array indexed by bucket, so each offer costs O(1).
-// States keeping more than `max_prefix_bytes` are dropped.
+// States keeping more than `max_prefix_bytes` are dropped. States whose
+// offload copies hold bytes in the next block (ChainState::windowed) are
+// kept apart, the best of them per bucket beside the best of the others:
+// which of the two can go on depends on the next block's candidate.
 class BucketLayer {
  public:
   BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes);
@@ -44,7 +53,12 @@ class BucketLayer {
   void Offer(const ChainState& state) {
     const size_t bucket = Bucket(state.prefix_kept_bytes);
     if (bucket >= slots_.size()) return;
-    Keep(slots_[bucket], state);
+    if (state.windowed()) {
+      any_windowed_ = true;
+      Keep(windowed_[bucket], state);
+    } else {
+      Keep(slots_[bucket], state);
+    }
   }
 
   // Offers every state `other`, of the same grain and size, holds.
@@ -53,7 +67,8 @@ class BucketLayer {
   void Clear();
 
   // The kept states by ascending kept bytes, without those that a state with
-  // fewer kept bytes beats.
+  // fewer kept bytes beats (on value, and on what it holds in the next
+  // block).
   std::vector<ChainState> Frontier() const;
 
  private:
@@ -83,6 +98,8 @@ class BucketLayer {
   int64_t quantum_bytes_;
   double inverse_quantum_;
   std::vector<ChainState> slots_;
+  std::vector<ChainState> windowed_;  // per bucket, the best windowed state
+  bool any_windowed_ = false;          // since the last Clear
 };
 
 // A layer's offers on two threads: the caller and a helper, started on

@@ -23,11 +23,13 @@ std::vector<int> OffloadedTensors(const BlockAnalysis& block, const BlockSchedul
 
 // Forward: each copy is issued once its tensor exists (carried inputs as the
 // forward starts, op outputs after their op), the copies run one after
-// another at the link's device-to-host rate, and a device buffer is freed
-// after the first step by whose end its copy is done and its last forward
-// reader has run. What is still copying when the forward ends is waited for.
+// another at the link's device-to-host rate from `windows.d2h_from_ms`, and
+// a device buffer is freed after the first step by whose end its copy is
+// done and its last forward reader has run. What is still copying when the
+// forward ends is waited for there, or, with a spill window, freed during
+// the next block's forward as it is done and waited for at its trigger.
 void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
-                       Semantics semantics, BlockCopies& copies) {
+                       Semantics semantics, const CopyWindows& windows, BlockCopies& copies) {
   std::vector<double> step_end_ms(schedule.forward.size());
   double clock_ms = 0;
   for (size_t k = 0; k < schedule.forward.size(); ++k) {
@@ -35,7 +37,9 @@ void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule
     step_end_ms[k] = clock_ms;
   }
   const int last_step = static_cast<int>(schedule.forward.size()) - 1;
-  double engine_free_ms = 0;
+  const std::vector<double>& spill_end_ms = windows.spill_step_end_ms;
+  const int spill_steps = static_cast<int>(spill_end_ms.size());
+  double engine_free_ms = windows.d2h_from_ms;
   for (OffloadCopy& copy : copies.copies) {
     const TensorNode& node = block.tensors[copy.tensor];
     copy.issued_after = node.producer;  // -1 for a carried input
@@ -50,14 +54,34 @@ void TimeForwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule
     // block's argument until the block returns.
     if (semantics == Semantics::kTorchSac && node.carried_input) last_reader = last_step;
     copy.freed_after = last_step;
+    copy.freed_before_next = -1;
+    bool freed = false;
     for (int k = std::max(last_reader, copy.issued_after); k <= last_step; ++k) {
       if (step_end_ms[k] >= done_ms) {
         copy.freed_after = k;
+        freed = true;
+        break;
+      }
+    }
+    if (freed || spill_steps == 0) continue;
+    // Spilled: freed before the first step of the next block that starts
+    // after the copy is done, the trigger at the latest.
+    copy.freed_after = -1;
+    copy.freed_before_next = spill_steps;
+    for (int k = 0; k < spill_steps; ++k) {
+      const double step_start_ms = clock_ms + (k > 0 ? spill_end_ms[k - 1] : 0);
+      if (step_start_ms >= done_ms) {
+        copy.freed_before_next = k;
         break;
       }
     }
   }
-  copies.forward_wait_ms = std::max(0.0, engine_free_ms - clock_ms);
+  if (spill_steps == 0) {
+    copies.forward_wait_ms = std::max(0.0, engine_free_ms - clock_ms);
+  } else {
+    copies.spill_trigger = spill_steps;
+    copies.spill_wait_ms = std::max(0.0, engine_free_ms - clock_ms - spill_end_ms.back());
+  }
 }
 
 double StepMs(const BlockAnalysis& block, const ScheduleStep& step) {
@@ -106,9 +130,13 @@ std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& 
 // that waits at a step for whatever it reads that has not arrived.
 // With `rerun_unpacks` (torch-sac, checkpointed) every copy is issued as
 // the re-run starts and waited for where the re-run needs it
-// (RerunArrivals).
+// (RerunArrivals). With a lead (CopyWindows), what would be issued as the
+// backward (or the re-run) starts is issued at the next block's trigger
+// instead, the engine starting lead_ms before the backward; with a
+// deadline, every copy arrives before the deadline op's backward step, and
+// compute waits there for any that has not.
 void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
-                        bool rerun_unpacks, BlockCopies& copies) {
+                        bool rerun_unpacks, const CopyWindows& windows, BlockCopies& copies) {
   const int steps = static_cast<int>(schedule.backward.size());
   std::vector<double> step_start_ms(steps + 1, 0);
   for (int s = 0; s < steps; ++s) {
@@ -118,6 +146,10 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   for (int s = steps - 1; s >= 0; --s) {
     for (int t : StepReads(block, schedule.backward[s])) first_read[t] = s;
   }
+  int deadline_step = BackwardStepOf(schedule, windows.h2d_deadline_op);
+  if (deadline_step < 0) deadline_step = steps;
+  const bool lead = windows.lead_ms > 0;
+  if (lead) copies.lead_trigger_op = windows.lead_trigger_op;
   std::vector<OffloadCopy*> prefetched;
   // torch-sac: the backward step each prefetch is waited for at.
   std::vector<int> unpacked_at;
@@ -125,7 +157,8 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
     unpacked_at = RerunArrivals(block, schedule);
     // All are issued as the re-run starts, in the order it reaches them.
     for (OffloadCopy& copy : copies.copies) {
-      copy.prefetch_before = RerunStart(block);
+      copy.prefetch_before = lead ? 0 : RerunStart(block);
+      copy.led = lead;
       prefetched.push_back(&copy);
     }
     std::stable_sort(prefetched.begin(), prefetched.end(),
@@ -144,9 +177,11 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   double next_start_ms = std::numeric_limits<double>::infinity();
   for (auto it = prefetched.rbegin(); !rerun_unpacks && it != prefetched.rend(); ++it) {
     OffloadCopy& copy = **it;
-    const double arrive_ms = std::min(step_start_ms[first_read[copy.tensor]], next_start_ms);
+    const double arrive_ms = std::min(
+        {step_start_ms[first_read[copy.tensor]], next_start_ms, step_start_ms[deadline_step]});
     const double start_ms = arrive_ms - copy.h2d_ms;
     next_start_ms = start_ms;
+    copy.led = lead && start_ms < 0;
     // The step running at start_ms (the first when it is before the backward).
     int step = 0;
     while (step + 1 < steps && step_start_ms[step + 1] <= start_ms) ++step;
@@ -156,14 +191,14 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   copies.backward_wait_ms.assign(steps, 0);
   std::vector<double> arrives_ms(block.tensors.size(), 0);
   double clock_ms = 0;
-  double engine_free_ms = 0;
+  double engine_free_ms = lead ? -windows.lead_ms : 0;
   size_t next = 0;
   size_t next_unpacked = 0;
   for (int s = 0; s < steps; ++s) {
     double ready_ms = clock_ms;
     for (; next < prefetched.size() && prefetched[next]->prefetch_before == s; ++next) {
       OffloadCopy& copy = *prefetched[next];
-      copy.to_device_start_ms = std::max(engine_free_ms, clock_ms);
+      copy.to_device_start_ms = std::max(engine_free_ms, copy.led ? -windows.lead_ms : clock_ms);
       engine_free_ms = copy.to_device_start_ms + copy.h2d_ms;
       copy.to_device_end_ms = engine_free_ms;
       arrives_ms[copy.tensor] = engine_free_ms;
@@ -180,6 +215,8 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
         if (first_read[t] == s) ready_ms = std::max(ready_ms, arrives_ms[t]);
       }
     }
+    // The engine is the block before's from here (its lead).
+    if (s == deadline_step) ready_ms = std::max(ready_ms, engine_free_ms);
     copies.backward_wait_ms[s] = ready_ms - clock_ms;
     clock_ms = ready_ms + StepMs(block, schedule.backward[s]);
   }
@@ -233,9 +270,68 @@ bool Offloadable(const BlockAnalysis& block, int t) {
   return !op.collective && !op.autocast_cached;
 }
 
+int BackwardStepOf(const BlockSchedule& schedule, int op) {
+  for (int s = 0; op >= 0 && s < static_cast<int>(schedule.backward.size()); ++s) {
+    const ScheduleStep& step = schedule.backward[s];
+    if (step.kind == StepKind::kBackward && step.op == op) return s;
+  }
+  return -1;
+}
+
+int SpillTriggerOp(const BlockAnalysis& block, double spill_fraction) {
+  if (spill_fraction <= 0) return -1;
+  double start_ms = 0;
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (k > 0 && start_ms >= spill_fraction * block.fwd_ms) return k;
+    start_ms += block.ops[k].fwd_ms;
+  }
+  return -1;
+}
+
+int LeadTriggerOp(const BlockAnalysis& block, double lead_fraction) {
+  if (lead_fraction <= 0) return -1;
+  double tail_ms = 0;
+  for (int k = 0; k < block.op_count(); ++k) {
+    tail_ms += block.ops[k].bwd_ms;
+    if (tail_ms >= lead_fraction * block.bwd_ms) return k;
+  }
+  return block.op_count() - 1;
+}
+
+CopyWindows WindowsOf(const std::vector<BlockAnalysis>& blocks, int b, Semantics semantics,
+                      double spill_fraction, double lead_fraction) {
+  CopyWindows windows;
+  if (semantics != Semantics::kSacplan) return windows;
+  // The block before spills into this one's forward and leads into its
+  // backward. The first block keeps to those windows too, as if a block
+  // came before it: then every block but the last has the same windows.
+  const BlockAnalysis& block = blocks[b];
+  const int spill_in_op = SpillTriggerOp(block, spill_fraction);
+  for (int k = 0; k < spill_in_op; ++k) windows.d2h_from_ms += block.ops[k].fwd_ms;
+  windows.h2d_deadline_op = LeadTriggerOp(block, lead_fraction);
+  if (b + 1 < static_cast<int>(blocks.size())) {
+    const BlockAnalysis& next = blocks[b + 1];
+    const int spill_op = SpillTriggerOp(next, spill_fraction);
+    double end_ms = 0;
+    for (int k = 0; k < spill_op; ++k) {
+      end_ms += next.ops[k].fwd_ms;
+      windows.spill_step_end_ms.push_back(end_ms);
+    }
+    windows.lead_trigger_op = LeadTriggerOp(next, lead_fraction);
+    for (int k = 0; k <= windows.lead_trigger_op; ++k) windows.lead_ms += next.ops[k].bwd_ms;
+  }
+  return windows;
+}
+
 BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics, const OffloadMask& offloaded,
                          const HostLink& link) {
+  return LowerBlock(block, saved, semantics, offloaded, link, CopyWindows());
+}
+
+BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
+                         Semantics semantics, const OffloadMask& offloaded,
+                         const HostLink& link, const CopyWindows& windows) {
   BlockSchedule schedule = LowerBlock(block, saved, semantics);
   BlockCopies& copies = schedule.offload;
   for (int t : OffloadedTensors(block, schedule, offloaded)) {
@@ -253,12 +349,12 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                    [&](const OffloadCopy& a, const OffloadCopy& b) {
                      return block.tensors[a.tensor].producer < block.tensors[b.tensor].producer;
                    });
-  TimeForwardCopies(block, schedule, semantics, copies);
+  TimeForwardCopies(block, schedule, semantics, windows, copies);
   const bool rerun_unpacks = semantics == Semantics::kTorchSac && !EveryOpSaved(block, saved) &&
                              block.last_saving_op >= 0;
-  TimeBackwardCopies(block, schedule, rerun_unpacks, copies);
+  TimeBackwardCopies(block, schedule, rerun_unpacks, windows, copies);
   if (rerun_unpacks) PlaceRerunFrees(block, schedule);
-  copies.exposed_ms = copies.forward_wait_ms;
+  copies.exposed_ms = copies.forward_wait_ms + copies.spill_wait_ms;
   for (double wait : copies.backward_wait_ms) copies.exposed_ms += wait;
   return schedule;
 }

@@ -135,7 +135,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     OffloadMask mask = offloaded[b];
     if (b > 0) DropHeldInputs(model.blocks[b], schedules[b - 1].holds_output, mask);
     schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, mask,
-                                   model.model->host_link));
+                                   model.model->host_link, WindowsOf(model.blocks, b, semantics)));
   }
 
   StepResult result;
@@ -158,6 +158,21 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     std::vector<bool> held_before = b > 0 ? schedules[b - 1].holds_output : std::vector<bool>();
     blocks.emplace_back(model.blocks[b], schedules[b], b, tracker, clock_ms,
                         std::move(held_before), &host);
+  }
+  // Offload windows: a block's spilled copies are freed, and its led copies
+  // back issued, at the block after's steps.
+  for (int b = 1; b < block_count; ++b) {
+    const BlockCopies& before = schedules[b - 1].offload;
+    if (before.copies.empty()) continue;
+    if (before.spill_trigger >= 0) {
+      blocks[b].set_before_forward_step([&blocks, b](int k) { blocks[b - 1].SpillFrees(k); });
+    }
+    if (before.lead_trigger_op >= 0) {
+      const int step = BackwardStepOf(schedules[b], before.lead_trigger_op);
+      blocks[b].set_before_backward_step([&blocks, b, step](int s) {
+        if (s == step) blocks[b - 1].LeadPrefetches();
+      });
+    }
   }
   FsdpStep fsdp(model, tracker, clock_ms);
   for (int b = 0; b < block_count; ++b) {
@@ -228,13 +243,31 @@ BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& sche
   tracker.Reserve(BufferEstimate(block, schedule));
   double clock_ms = 0;
   BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms, {}, &host);
+  BlockCost cost;
+  // Where the block before's windows land in this one.
+  const int spill_op = SpillTriggerOp(block);
+  interpreter.set_before_forward_step([&](int k) {
+    if (k == spill_op) cost.early_forward_peak_bytes = tracker.peak_bytes();
+  });
+  const int tail_step = BackwardStepOf(schedule, LeadTriggerOp(block));
+  int64_t before_tail_peak_bytes = 0;
+  interpreter.set_before_backward_step([&](int s) {
+    if (s != tail_step) return;
+    before_tail_peak_bytes = tracker.peak_bytes();
+    tracker.ResetPeak();
+  });
   std::vector<BufferId> carried;
   for (int t : block.carried_inputs) {
     carried.push_back(tracker.Alloc(MemoryCategory::kKept, block.tensors[t].bytes));
   }
   const std::vector<BufferId> outs = interpreter.Forward(carried);
-  BlockCost cost;
   cost.forward_peak_bytes = tracker.peak_bytes();
+  if (spill_op < 0) cost.early_forward_peak_bytes = cost.forward_peak_bytes;
+  // What the copies to the host still hold goes during the next block's
+  // forward: not kept.
+  const int64_t before_spill_bytes = tracker.live_bytes();
+  interpreter.SpillFrees(schedule.offload.spill_trigger);
+  cost.spill_bytes = before_spill_bytes - tracker.live_bytes();
   // Autocast's held casts are the solver's constants (forward_base of the
   // blocks after, head_base), not kept bytes: backward never sees them.
   interpreter.EndAutocastRegion();
@@ -249,9 +282,15 @@ BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& sche
   for (int t : block.outputs) {
     out_grads.push_back(tracker.Alloc(MemoryCategory::kActivationGrads, block.tensors[t].bytes));
   }
+  // The led copies back arrive during the next block's backward.
+  const int64_t before_lead_bytes = tracker.live_bytes();
+  interpreter.LeadPrefetches();
+  cost.lead_bytes = tracker.live_bytes() - before_lead_bytes;
   tracker.ResetPeak();
   interpreter.Backward(out_grads);
-  cost.backward_peak_bytes = tracker.peak_bytes();
+  cost.tail_backward_peak_bytes = tracker.peak_bytes();
+  cost.backward_peak_bytes = std::max(before_tail_peak_bytes, tracker.peak_bytes());
+  if (tail_step < 0) cost.tail_backward_peak_bytes = cost.backward_peak_bytes;
   cost.recompute_ms = schedule.recompute_ms;
   cost.recomputed_ops = schedule.recomputed_ops;
   cost.exposed_copy_ms = schedule.offload.exposed_ms;

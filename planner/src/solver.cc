@@ -292,6 +292,28 @@ int64_t BlockMoment(const StepConstants& c, int b, const BlockCost& cost,
                    c.reduce_scatter_base[b]});
 }
 
+// Where block b-1's offload copies land in block b (CopyWindows): the live
+// bytes above the kept prefix at b's highest moment before its spill
+// trigger and from its lead trigger on, without what b-1 holds there.
+int64_t EarlyForwardMoment(const StepConstants& c, int b, const BlockCost& cost) {
+  return c.forward_base[b] + cost.early_forward_peak_bytes;
+}
+int64_t TailBackwardMoment(const StepConstants& c, int b, const BlockCost& cost) {
+  return c.backward_base[b] + cost.tail_backward_peak_bytes;
+}
+
+// The highest live bytes where the block before b holds `spill_bytes` and
+// `lead_bytes` in block b (its spilled copies in b's early forward, its
+// led ones in b's late backward), given the kept bytes of the blocks
+// before b; 0 when it holds nothing there.
+int64_t WindowMoment(int64_t spill_bytes, int64_t lead_bytes, int64_t early_moment,
+                     int64_t tail_moment, int64_t prefix_kept_bytes) {
+  int64_t moment = 0;
+  if (spill_bytes > 0) moment = early_moment + spill_bytes;
+  if (lead_bytes > 0) moment = std::max(moment, tail_moment + lead_bytes);
+  return moment > 0 ? prefix_kept_bytes + moment : 0;
+}
+
 // What the chain reads of a candidate, side by side rather than through the
 // candidate list: a state is offered every useful candidate of the next
 // block.
@@ -302,47 +324,39 @@ struct UsefulCandidate {
   int index;             // in the block's candidate list
   int rank = 0;          // in moment order
   double relaxed = 0;    // TimeBound::Relaxed, when the chain has a bound
+  // Offload windows: what its copies hold in the next block, and its
+  // moments where the block before's land (EarlyForwardMoment,
+  // TailBackwardMoment).
+  int64_t spill_bytes = 0;
+  int64_t lead_bytes = 0;
+  int64_t early_moment = 0;
+  int64_t tail_moment = 0;
 };
 
-// At block b only the candidate's kept bytes, its moment (the bytes it adds
-// to the kept prefix at its peak) and its time matter; F and B fold into the
-// moment. Returns the candidates no other beats on those (on kept bytes and
-// moment alone when minimising the peak), sorted by moment (then index) so
-// that a state can stop at the first that does not fit.
-std::vector<UsefulCandidate> UsefulCandidates(
-    const StepConstants& c, int b, const std::vector<BlockCandidate>& candidates,
-    bool minimize_peak) {
-  struct Entry {
-    double time;
-    int64_t kept;
-    int64_t moment;
-    int index;
-  };
-  std::vector<Entry> entries;
-  entries.reserve(candidates.size());
-  for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
-    const BlockCost& cost = candidates[ci].cost;
-    entries.push_back({minimize_peak ? 0.0 : CandidateMs(cost), cost.kept_bytes,
-                       BlockMoment(c, b, cost, 0), ci});
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
-    if (x.time != y.time) return x.time < y.time;
-    if (x.kept != y.kept) return x.kept < y.kept;
-    return x.moment < y.moment;
-  });
-  // An entry is beaten when an earlier useful one keeps and adds at most as
-  // much: a Fenwick tree over the distinct kept bytes holds the least moment
-  // of the useful entries up to each, so the test costs a logarithm, not a
-  // pass over the useful entries (hundreds, once per block and chain).
+// A candidate as UsefulCandidates sorts them: by time (0 when minimising
+// the peak), then kept bytes, then moment.
+struct CandidateEntry {
+  double time;
+  int64_t kept;
+  int64_t moment;
+  int index;
+};
+
+// The entries (sorted) that no earlier useful one beats on kept bytes and
+// moment. A Fenwick tree over the distinct kept bytes holds the least
+// moment of the useful entries up to each, so the test costs a logarithm,
+// not a pass over the useful entries (hundreds, once per block and chain).
+std::vector<UsefulCandidate> PlainUseful(const std::vector<BlockCandidate>& candidates,
+                                         const std::vector<CandidateEntry>& entries) {
   std::vector<int64_t> kept_values;
   kept_values.reserve(entries.size());
-  for (const Entry& e : entries) kept_values.push_back(e.kept);
+  for (const CandidateEntry& e : entries) kept_values.push_back(e.kept);
   std::sort(kept_values.begin(), kept_values.end());
   kept_values.erase(std::unique(kept_values.begin(), kept_values.end()), kept_values.end());
   std::vector<int64_t> least_moment(kept_values.size() + 1,
                                     std::numeric_limits<int64_t>::max());
-  std::vector<UsefulCandidate> by_moment;
-  for (const Entry& e : entries) {
+  std::vector<UsefulCandidate> useful;
+  for (const CandidateEntry& e : entries) {
     const size_t rank = static_cast<size_t>(
         std::lower_bound(kept_values.begin(), kept_values.end(), e.kept) - kept_values.begin() +
         1);
@@ -353,8 +367,59 @@ std::vector<UsefulCandidate> UsefulCandidates(
     for (size_t i = rank; i < least_moment.size(); i += lowest_bit(i)) {
       least_moment[i] = std::min(least_moment[i], e.moment);
     }
-    by_moment.push_back({e.moment, e.kept, CandidateMs(candidates[e.index].cost), e.index});
+    useful.push_back({e.moment, e.kept, CandidateMs(candidates[e.index].cost), e.index});
   }
+  return useful;
+}
+
+// The same when offload copies reach the next block (CopyWindows): an
+// entry is beaten only by one that also holds at most as much in the next
+// block and has its moments where the block before's copies land at most
+// as high. A plain quadratic pass: such lists are tens of candidates.
+std::vector<UsefulCandidate> WindowedUseful(const StepConstants& c, int b,
+                                            const std::vector<BlockCandidate>& candidates,
+                                            const std::vector<CandidateEntry>& entries) {
+  std::vector<UsefulCandidate> useful;
+  for (const CandidateEntry& e : entries) {
+    const BlockCost& cost = candidates[e.index].cost;
+    UsefulCandidate mine{e.moment, e.kept, CandidateMs(cost), e.index};
+    mine.spill_bytes = cost.spill_bytes;
+    mine.lead_bytes = cost.lead_bytes;
+    mine.early_moment = EarlyForwardMoment(c, b, cost);
+    mine.tail_moment = TailBackwardMoment(c, b, cost);
+    const bool beaten = std::any_of(useful.begin(), useful.end(), [&](const UsefulCandidate& u) {
+      return u.kept_bytes <= mine.kept_bytes && u.moment <= mine.moment &&
+             u.spill_bytes <= mine.spill_bytes && u.lead_bytes <= mine.lead_bytes &&
+             u.early_moment <= mine.early_moment && u.tail_moment <= mine.tail_moment;
+    });
+    if (!beaten) useful.push_back(mine);
+  }
+  return useful;
+}
+
+// At block b only the candidate's kept bytes, its moment (the bytes it adds
+// to the kept prefix at its peak) and its time matter; F and B fold into the
+// moment (with offload windows, `windows`, also what WindowedUseful
+// compares). Returns the candidates no other beats on those (on kept bytes
+// and moment alone when minimising the peak), sorted by moment (then index)
+// so that a state can stop at the first that does not fit.
+std::vector<UsefulCandidate> UsefulCandidates(
+    const StepConstants& c, int b, const std::vector<BlockCandidate>& candidates,
+    bool minimize_peak, bool windows) {
+  std::vector<CandidateEntry> entries;
+  entries.reserve(candidates.size());
+  for (int ci = 0; ci < static_cast<int>(candidates.size()); ++ci) {
+    const BlockCost& cost = candidates[ci].cost;
+    entries.push_back({minimize_peak ? 0.0 : CandidateMs(cost), cost.kept_bytes,
+                       BlockMoment(c, b, cost, 0), ci});
+  }
+  std::sort(entries.begin(), entries.end(), [](const CandidateEntry& x, const CandidateEntry& y) {
+    if (x.time != y.time) return x.time < y.time;
+    if (x.kept != y.kept) return x.kept < y.kept;
+    return x.moment < y.moment;
+  });
+  std::vector<UsefulCandidate> by_moment =
+      windows ? WindowedUseful(c, b, candidates, entries) : PlainUseful(candidates, entries);
   std::sort(by_moment.begin(), by_moment.end(),
             [](const UsefulCandidate& x, const UsefulCandidate& y) {
               return x.moment != y.moment ? x.moment < y.moment : x.index < y.index;
@@ -373,6 +438,9 @@ struct Solver::Search {
   std::vector<std::unordered_set<SaveMask>> listed;    // per block, once it grew
   std::vector<std::unordered_set<SaveMask>> expanded;  // per block
   bool exchanged = false;  // AddExchanges ran
+  // Offload copies may reach the next block (CopyWindows): states and
+  // candidates are compared on what they hold there too.
+  bool windows = false;
   // Per block, UsefulCandidates of its list as it was `list_size` long, for
   // a chain minimising the peak or not. A list only grows, so its length
   // tells whether it changed; most chains of a search see most lists as
@@ -433,7 +501,8 @@ struct Solver::Search {
     Useful& entry = useful[b];
     const size_t list_size = lists[b]->size();
     if (entry.list_size != list_size || entry.minimize_peak != minimize_peak) {
-      entry = {list_size, minimize_peak, UsefulCandidates(c, b, *lists[b], minimize_peak)};
+      entry = {list_size, minimize_peak,
+               UsefulCandidates(c, b, *lists[b], minimize_peak, windows)};
     }
     return entry.candidates;
   }
@@ -592,24 +661,42 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
         options.host_budget_bytes >= 0 ? options.host_budget_bytes : link.host_memory_bytes;
     solver.host_cap_bytes_ = host_budget / block_count;
   }
+  // With offload, a block's candidates also depend on its copy windows
+  // (the last block has none of its own).
+  std::vector<int> offload_same_as = same_as;
   if (solver.offloads()) {
-    const OffloadChoice offload{link, solver.host_cap_bytes_};
+    std::vector<CopyWindows> windows;
     for (int b = 0; b < block_count; ++b) {
-      if (same_as[b] != b) continue;
+      windows.push_back(WindowsOf(model.blocks, b, options.semantics));
+      solver.windows_ = solver.windows_ || !(windows.back() == CopyWindows());
+    }
+    const CandidateLists keep_or_recompute = solver.block_candidates_;
+    for (int b = 0; b < block_count; ++b) {
+      int& same = offload_same_as[b];
+      same = same_as[b];
+      while (same < b && (same_as[same] != same_as[b] || !(windows[same] == windows[b]))) ++same;
+      if (same != b) continue;
+      const OffloadChoice offload{link, solver.host_cap_bytes_, windows[b]};
       const BlockAnalysis& analysis = model.blocks[b];
       // Every save set of a small block gets offload variants, which keeps
       // the solver exact there (SolverOffloadTest).
+      const bool exhaustive = EnumeratesEverySaveSet(analysis, options.exhaustive_max_ops);
       const std::vector<SaveMask> every_save_set =
-          EnumeratesEverySaveSet(analysis, options.exhaustive_max_ops)
-              ? InitialSaveMasks(analysis, options.semantics, options.exhaustive_max_ops, 1)
-              : std::vector<SaveMask>();
+          exhaustive ? InitialSaveMasks(analysis, options.semantics, options.exhaustive_max_ops, 1)
+                     : std::vector<SaveMask>();
+      // A larger block whose class already chose under other windows costs
+      // those choices again instead.
       solver.block_candidates_[b] = std::make_shared<const std::vector<BlockCandidate>>(
-          WithOffload(analysis, options.semantics, *solver.block_candidates_[b],
-                      every_save_set, offload, candidate_quantum_bytes));
+          !exhaustive && same_as[b] != b
+              ? WithOtherWindows(analysis, options.semantics,
+                                 *solver.block_candidates_[same_as[b]], offload,
+                                 candidate_quantum_bytes)
+              : WithOffload(analysis, options.semantics, *keep_or_recompute[same_as[b]],
+                            every_save_set, offload, candidate_quantum_bytes));
     }
   }
   for (int b = 0; b < block_count; ++b) {
-    solver.block_candidates_[b] = solver.block_candidates_[same_as[b]];
+    solver.block_candidates_[b] = solver.block_candidates_[offload_same_as[b]];
   }
 
   for (const auto& list : solver.block_candidates_) {
@@ -662,6 +749,7 @@ Solver::Search Solver::NewSearch() const {
   search.expanded.resize(block_candidates_.size());
   search.useful.resize(block_candidates_.size());
   search.hulls.resize(block_candidates_.size());
+  search.windows = windows_;
   return search;
 }
 
@@ -834,6 +922,13 @@ int64_t Solver::ComposedPeak(const CandidateLists& lists,
   for (size_t b = 0; b < choice.size(); ++b) {
     const BlockCost& cost = (*lists[b])[choice[b]].cost;
     peak = std::max(peak, BlockMoment(c, static_cast<int>(b), cost, prefix));
+    if (b > 0) {
+      const BlockCost& before = (*lists[b - 1])[choice[b - 1]].cost;
+      const int block = static_cast<int>(b);
+      peak = std::max(peak, WindowMoment(before.spill_bytes, before.lead_bytes,
+                                         EarlyForwardMoment(c, block, cost),
+                                         TailBackwardMoment(c, block, cost), prefix));
+    }
     prefix += cost.kept_bytes;
   }
   return std::max(peak, prefix + c.head_base);
@@ -910,7 +1005,13 @@ std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool min
         const double allowance =
             bound != nullptr ? bound->RelaxedAllowance(b + 1, s.value, s.prefix_kept_bytes) : 0;
         for (const UsefulCandidate& cand : ordered) {
-          const int64_t moment = s.prefix_kept_bytes + cand.moment;
+          int64_t moment = s.prefix_kept_bytes + cand.moment;
+          // The block before's offload copies land in this block's moments.
+          if (s.windowed()) {
+            moment = std::max(moment, WindowMoment(s.spill_bytes, s.lead_bytes,
+                                                   cand.early_moment, cand.tail_moment,
+                                                   s.prefix_kept_bytes));
+          }
           const int64_t prefix = s.prefix_kept_bytes + cand.kept_bytes;
           double value;
           if (minimize_peak) {
@@ -918,14 +1019,16 @@ std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool min
           } else {
             if (bound != nullptr && cand.relaxed > allowance) break;
             if (moment > budget_bytes) {
-              if (bound == nullptr) break;
+              // Ordered by their own moment, not by where the windows land.
+              if (bound == nullptr && s.prefix_kept_bytes + cand.moment > budget_bytes) break;
               continue;
             }
             if (prefix + need[b + 1] > budget_bytes) continue;
             value = s.value + cand.ms;
             if (bound != nullptr && !bound->MayBeat(b + 1, value, prefix)) continue;
           }
-          into.Offer({prefix, value, si, cand.index, cand.rank});
+          into.Offer(
+              {prefix, value, si, cand.index, cand.rank, cand.spill_bytes, cand.lead_bytes});
         }
       }
     };

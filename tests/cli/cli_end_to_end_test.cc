@@ -105,6 +105,7 @@ TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
   // whatever the plan; at 4096 in its blocks.
   fs::path profile = MakeProfile(dir, {"--model", "wan-tiny", "--tokens", "4096"});
   ASSERT_TRUE(ReadJson(profile).at("device").contains("host_link"));
+  int64_t sacplan_budget = 0;  // between the least peaks with and without offload
   for (const std::string semantics : {"sacplan", "torch-sac"}) {
     fs::path plan = dir / ("offload_" + semantics + ".json");
     const std::vector<std::string> args = {"plan", "--host-budget", "0", "--profile",
@@ -125,6 +126,7 @@ TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
     const int64_t with = least_peak(with_host);
     ASSERT_LT(with, without);
     const int64_t budget = (with + without) / 2;
+    if (semantics == "sacplan") sacplan_budget = budget;
     with_host.push_back(std::to_string(budget));
     const std::string summary = MustRun(with_host, dir);
     EXPECT_NE(summary.find("offload "), std::string::npos) << summary;
@@ -151,8 +153,14 @@ TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
   }
   // A host budget too small for the budget names one that fits.
   const fs::path plan = dir / "host_budget.json";
-  const std::vector<std::string> starved = {"plan", "--profile", profile.string(), "--budget",
-                                            "14MB", "--host-budget", "100kB", "-o",
+  const std::vector<std::string> starved = {"plan",
+                                            "--profile",
+                                            profile.string(),
+                                            "--budget",
+                                            std::to_string(sacplan_budget),
+                                            "--host-budget",
+                                            "100kB",
+                                            "-o",
                                             plan.string()};
   const CliResult refused = RunSacplan(starved, dir);
   EXPECT_EQ(refused.exit_code, 2) << refused.err;

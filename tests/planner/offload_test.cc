@@ -159,13 +159,17 @@ TEST(OffloadStepTest, TwoBlocksByHand) {
                                          Semantics::kSacplan);
   EXPECT_EQ(moved.peak_bytes, 2800);
   EXPECT_EQ(moved.peak.block, 1);
-  EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 1.0);
-  EXPECT_DOUBLE_EQ(moved.step_ms, kept.step_ms + 1.0);
+  // The copy runs on into block 1's forward, and comes back during block
+  // 1's backward (WindowsByHand below): nothing waits.
+  EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 0.0);
+  EXPECT_DOUBLE_EQ(moved.step_ms, kept.step_ms);
   EXPECT_EQ(moved.offloaded_bytes, 400);
   EXPECT_EQ(moved.host_peak_bytes, 400);
   // With the timeline, the copies in the step's time: fc.out goes to the
-  // host from 3 to 5 ms (block 0's forward starts the step) and comes back
-  // in 1 ms during block 0's backward.
+  // host from 3 to 5 ms (block 0's forward starts the step), and comes back
+  // in 1 ms from 10.5: 6 ms before block 0's backward starts at 16.5 (two
+  // forwards of 4.5, block 1's backward of 7.5), as block 1's fc backward
+  // starts.
   SimulateOptions options;
   options.record_timeline = true;
   const StepResult timed = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, {kFcOut, {}},
@@ -180,8 +184,8 @@ TEST(OffloadStepTest, TwoBlocksByHand) {
   EXPECT_EQ(out.bytes, 400);
   EXPECT_DOUBLE_EQ(out.start_ms, 3.0);
   EXPECT_DOUBLE_EQ(out.end_ms, 5.0);
-  EXPECT_DOUBLE_EQ(back.end_ms - back.start_ms, 1.0);
-  EXPECT_GT(back.start_ms, out.end_ms);
+  EXPECT_DOUBLE_EQ(back.start_ms, 10.5);
+  EXPECT_DOUBLE_EQ(back.end_ms, 11.5);
   EXPECT_TRUE(moved.copies.empty());  // recorded only with the timeline
   // Both blocks sending their input and fc.out: 600 B on the host at once.
   const OffloadMask both{true, true, false, false};
@@ -189,6 +193,102 @@ TEST(OffloadStepTest, TwoBlocksByHand) {
                                        Semantics::kSacplan);
   EXPECT_EQ(two.host_peak_bytes, 1200);
   EXPECT_EQ(two.offloaded_bytes, 1200);
+}
+
+// Copy windows (docs/memory_model.md, "Offload"): on the chain block, at
+// half a forward the spill ends before act (fc's 3 ms of 4.5), and half a
+// backward of the block after is its fc backward (6 of 7.5 ms).
+TEST(OffloadWindowsTest, WindowsOfTheChainByHand) {
+  const Model model = testing::ChainModel(3);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  EXPECT_EQ(SpillTriggerOp(analyzed.blocks[0]), 1);
+  EXPECT_EQ(LeadTriggerOp(analyzed.blocks[0]), 0);
+  for (int b = 0; b < 3; ++b) {
+    const CopyWindows windows = WindowsOf(analyzed.blocks, b, Semantics::kSacplan);
+    // Every block, the first too, keeps its copies to the host after the
+    // block before's spill (fc's 3 ms) and its copies back before its fc
+    // backward, where the block before's lead starts.
+    EXPECT_DOUBLE_EQ(windows.d2h_from_ms, 3.0);
+    EXPECT_EQ(windows.h2d_deadline_op, 0);
+    if (b < 2) {
+      EXPECT_THAT(windows.spill_step_end_ms, ElementsAre(3.0));
+      EXPECT_DOUBLE_EQ(windows.lead_ms, 6.0);
+      EXPECT_EQ(windows.lead_trigger_op, 0);
+    } else {
+      EXPECT_TRUE(windows.spill_step_end_ms.empty());
+      EXPECT_DOUBLE_EQ(windows.lead_ms, 0.0);
+      EXPECT_EQ(windows.lead_trigger_op, -1);
+    }
+    // torch-sac's copies are sacplan_torch's to place: none.
+    EXPECT_TRUE(WindowsOf(analyzed.blocks, b, Semantics::kTorchSac) == CopyWindows());
+  }
+}
+
+TEST(OffloadWindowsTest, CopiesReachTheNeighboursByHand) {
+  const AnalyzedModel analyzed = *AnalyzeModel(testing::ChainModel(2));
+  const BlockAnalysis& block = analyzed.blocks[0];
+  const CopyWindows windows = WindowsOf(analyzed.blocks, 0, Semantics::kSacplan);
+  const BlockSchedule s =
+      LowerBlock(block, kSaveAll, Semantics::kSacplan, kFcOut, kLink, windows);
+  ASSERT_EQ(s.offload.copies.size(), 1u);
+  const OffloadCopy& copy = s.offload.copies[0];
+  // To the host from 3 (fc's end, and the block before's spill's) to 5;
+  // the forward ends at 4.5, so fc.out is freed in the next block's
+  // forward, before its act (its spill trigger), and nothing waits.
+  EXPECT_DOUBLE_EQ(copy.to_host_start_ms, 3.0);
+  EXPECT_DOUBLE_EQ(copy.to_host_end_ms, 5.0);
+  EXPECT_EQ(copy.freed_after, -1);
+  EXPECT_EQ(copy.freed_before_next, 1);
+  EXPECT_EQ(s.offload.spill_trigger, 1);
+  EXPECT_DOUBLE_EQ(s.offload.forward_wait_ms, 0.0);
+  EXPECT_DOUBLE_EQ(s.offload.spill_wait_ms, 0.0);
+  // Back: its latest start (-0.5, for act at 0.5) is before the backward,
+  // so it is led: issued at the next block's fc backward, 6 ms before.
+  EXPECT_TRUE(copy.led);
+  EXPECT_EQ(s.offload.lead_trigger_op, 0);
+  EXPECT_DOUBLE_EQ(copy.to_device_start_ms, -6.0);
+  EXPECT_DOUBLE_EQ(copy.to_device_end_ms, -5.0);
+  EXPECT_DOUBLE_EQ(s.offload.exposed_ms, 0.0);
+  // The block alone: fc.out is not kept (it leaves during the next
+  // block's forward: spilled) and is back before its backward starts
+  // (led): 200 B kept, 400 B spilled, 400 B led.
+  const BlockCost cost = EvaluateSchedule(block, s);
+  EXPECT_EQ(cost.kept_bytes, 200);
+  EXPECT_EQ(cost.spill_bytes, 400);
+  EXPECT_EQ(cost.lead_bytes, 400);
+  // Where the block before's copies land in this one: its forward before
+  // act holds x and fc.out.
+  EXPECT_EQ(cost.early_forward_peak_bytes, 600);
+  EXPECT_EQ(cost.backward_peak_bytes, EvaluateBlock(block, kSaveAll, Semantics::kSacplan)
+                                          .backward_peak_bytes);
+
+  // A link four times slower to the host: the copy, 3 to 11, outlasts the
+  // spill window (the next block's fc, to 7.5): compute waits 3.5 there.
+  const HostLink slow{kLink.d2h_gbps / 4, kLink.h2d_gbps, kLink.host_memory_bytes};
+  const BlockSchedule waits =
+      LowerBlock(block, kSaveAll, Semantics::kSacplan, kFcOut, slow, windows);
+  EXPECT_EQ(waits.offload.copies[0].freed_before_next, 1);
+  EXPECT_DOUBLE_EQ(waits.offload.spill_wait_ms, 3.5);
+  EXPECT_DOUBLE_EQ(waits.offload.exposed_ms, 3.5);
+  const Model model = [&] {
+    Model m = testing::ChainModel(2, /*fixed_bytes=*/1000);
+    m.host_link = slow;
+    return m;
+  }();
+  const AnalyzedModel slow_model = *AnalyzeModel(model);
+  const StepResult kept = *SimulateStep(slow_model, {kSaveAll, kSaveAll}, Semantics::kSacplan);
+  SimulateOptions options;
+  options.record_timeline = true;
+  const StepResult moved = *SimulateStep(slow_model, {kSaveAll, kSaveAll}, {kFcOut, {}},
+                                         Semantics::kSacplan, options);
+  EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 3.5);
+  EXPECT_DOUBLE_EQ(moved.step_ms, kept.step_ms + 3.5);
+  // Block 1's fc holds block 0's spilled fc.out beside block 0's kept x,
+  // its own x and its fc.out: 1000 + 200 + 400 + 200 + 400 = 2200. By its
+  // act, fc.out has gone to the host: 1000 + 200 + 200 + 400 + act's 400.
+  EXPECT_EQ(testing::LiveAt(moved, Phase::kForward, 1, "fc"), 2200);
+  EXPECT_EQ(testing::LiveAt(moved, Phase::kForward, 1, "act"), 2200);
+  EXPECT_EQ(moved.peak_bytes, 2800);
 }
 
 TEST(OffloadStepTest, RefusedWithoutAHostLinkOrWithAMaskOfTheWrongLength) {

@@ -45,8 +45,9 @@ class PlanExecutor {
   // meter reads the device's share, as the simulator counts it) and back
   // before the step the schedule says. On CUDA the copies go to pinned
   // memory on one side stream and back on another, and compute waits for
-  // them only at the forward's end and before the first step reading a
-  // tensor back (executor/src/host_copies.h). InvalidArgument for a graph
+  // them only at the forward's end (or the next block's spill trigger,
+  // CopyWindows) and before the first step reading a tensor back
+  // (executor/src/host_copies.h). InvalidArgument for a graph
   // or mask mismatch or a model without a host link.
   static absl::StatusOr<std::unique_ptr<PlanExecutor>> Create(
       const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics,

@@ -136,10 +136,18 @@ struct OffloadCopy {
   // after its last forward reader by whose end the copy is done, or the
   // forward's last step, where the block waits for its copies.
   int freed_after = 0;
+  // With a spill window (CopyWindows): the device buffer outlives the
+  // forward and is freed before this forward step of the next block (its
+  // spill trigger when compute waits there for it); -1: freed in this
+  // block's forward (freed_after).
+  int freed_before_next = -1;
   // The prefetch is issued (its device buffer allocated) before this
   // backward step, late enough to hold the device memory briefly, early
   // enough to arrive before its first reader; -1: backward never reads it.
   int prefetch_before = -1;
+  // Issued before the block's backward, at the next block's lead trigger
+  // (CopyWindows::lead_ms); prefetch_before is then 0.
+  bool led = false;
   double d2h_ms = 0;  // the copies' durations at the link's bandwidths
   double h2d_ms = 0;
   // When each copy runs on its engine: to the host, from the block's
@@ -159,6 +167,14 @@ struct BlockCopies {
   // prefetches it reads have arrived.
   double forward_wait_ms = 0;
   std::vector<double> backward_wait_ms;
+  // With a spill window (CopyWindows): the next block's forward step
+  // before which compute waits, spill_wait_ms, until every copy to the host
+  // is done (forward_wait_ms is then 0); -1: the block's own forward end.
+  int spill_trigger = -1;
+  double spill_wait_ms = 0;
+  // With a lead: the op of the next block before whose backward step the
+  // led copies back are issued; -1: none.
+  int lead_trigger_op = -1;
   double exposed_ms = 0;      // the sum of the waits
   int64_t host_bytes = 0;     // the copies' bytes, held on the host
 };
@@ -305,6 +321,60 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
 BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics, const OffloadMask& offloaded,
                          const HostLink& link);
+
+// Offload's windows beyond a block's own forward and backward
+// (docs/memory_model.md, "Offload"), fixed by the blocks around it, not by
+// any plan. Defaults: none, a block's copies live inside its own forward
+// and backward.
+struct CopyWindows {
+  // Spill: the ends of the next block's forward steps before its spill
+  // trigger op, from the next block's forward start (ms, one per step).
+  // Copies to the host may run on until the trigger; the last entry is the
+  // window's length. Empty: no spill.
+  std::vector<double> spill_step_end_ms;
+  // The block's copies to the host start no earlier than this, from its
+  // forward start: the block before spills this long into its forward.
+  double d2h_from_ms = 0;
+  // Lead: copies back may start this long before the block's backward
+  // starts (the next block's backward time from its lead trigger op's
+  // backward to its end, recomputes aside), issued before that op's
+  // backward step. 0 and -1: no lead.
+  double lead_ms = 0;
+  int lead_trigger_op = -1;
+  // The op before whose backward step every copy back of this block has
+  // arrived: where the block before's lead starts. -1: none.
+  int h2d_deadline_op = -1;
+
+  bool operator==(const CopyWindows&) const = default;
+};
+
+// How far a block's copies reach into its neighbours: the next block's
+// forward up to the first op that starts at kSpillFraction of it, and the
+// next block's backward from the op whose backward and those after it
+// take kLeadFraction of it (docs/memory_model.md, "Offload").
+inline constexpr double kSpillFraction = 0.5;
+inline constexpr double kLeadFraction = 0.5;
+
+// The windows of block `b` of `blocks` (AnalyzeBlock's, in step order)
+// under `semantics`. The last block neither spills nor leads; the first
+// keeps to the windows of a block before it, as the others do. None under
+// torch-sac, whose copies sacplan_torch places (docs/python.md).
+CopyWindows WindowsOf(const std::vector<BlockAnalysis>& blocks, int b, Semantics semantics,
+                      double spill_fraction = kSpillFraction,
+                      double lead_fraction = kLeadFraction);
+// The op of `block` before whose forward the block before's spill ends,
+// and the op before whose backward step its lead starts; -1: none.
+int SpillTriggerOp(const BlockAnalysis& block, double spill_fraction = kSpillFraction);
+int LeadTriggerOp(const BlockAnalysis& block, double lead_fraction = kLeadFraction);
+
+// The index in `schedule.backward` of op `op`'s backward step; -1 for
+// op -1.
+int BackwardStepOf(const BlockSchedule& schedule, int op);
+
+// LowerBlock with offload, its copies also using `windows`.
+BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
+                         Semantics semantics, const OffloadMask& offloaded,
+                         const HostLink& link, const CopyWindows& windows);
 
 // What a backward step reads: a recompute its op's inputs, an op's
 // backward what that backward needs (tensor indices).

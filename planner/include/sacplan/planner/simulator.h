@@ -112,6 +112,18 @@ struct BlockCost {
   int recomputed_ops = 0;
   double exposed_copy_ms = 0;  // offload: compute waiting for copies
   int64_t host_bytes = 0;      // offload: bytes kept on the host
+  // Offload windows (CopyWindows): the device bytes the block's copies
+  // still hold as the next block's forward starts (spilled), and those its
+  // copies back hold before its backward starts (led).
+  int64_t spill_bytes = 0;
+  int64_t lead_bytes = 0;
+  // The block's own moments where a neighbour's windows land: the highest
+  // of its forward before SpillTriggerOp (the block before's spill there),
+  // and of its backward from LeadTriggerOp's backward step on (the block
+  // before's lead there), measured as forward_peak_bytes and
+  // backward_peak_bytes are.
+  int64_t early_forward_peak_bytes = 0;
+  int64_t tail_backward_peak_bytes = 0;
 };
 BlockCost EvaluateBlock(const BlockAnalysis& block, const SaveMask& saved,
                         Semantics semantics);

@@ -204,6 +204,9 @@ class Solver {
   int64_t max_useful_peak_ = 0;
   // Offload: the host bytes one block's candidate may hold (0: no offload).
   int64_t host_cap_bytes_ = 0;
+  // Offload copies may reach a neighbour block (CopyWindows): the chain
+  // checks where they land.
+  bool windows_ = false;
 };
 
 }  // namespace sacplan
