@@ -47,8 +47,11 @@ std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& car
   forward_start_ms_ = clock_ms_;
   for (size_t s = 0; s < carried.size(); ++s) activations_[block_.carried_inputs[s]] = carried[s];
   ForwardCopies(-1);
+  const int spill_op = measure_windows_ ? SpillTriggerOp(block_) : -1;
+  early_forward_peak_bytes_ = -1;
   for (size_t k = 0; k < schedule_.forward.size(); ++k) {
-    if (before_forward_step_) before_forward_step_(static_cast<int>(k));
+    if (block_before_ != nullptr) block_before_->SpillFrees(static_cast<int>(k));
+    if (static_cast<int>(k) == spill_op) early_forward_peak_bytes_ = tracker_.peak_bytes();
     const ScheduleStep& step = schedule_.forward[k];
     const OpNode& op = block_.ops[step.op];
     for (int out : op.outputs) {
@@ -62,6 +65,7 @@ std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& car
     ForwardCopies(static_cast<int>(k));
   }
   clock_ms_ += schedule_.offload.forward_wait_ms;
+  if (early_forward_peak_bytes_ < 0) early_forward_peak_bytes_ = tracker_.peak_bytes();
   std::vector<BufferId> outputs;
   for (int t : block_.outputs) outputs.push_back(activations_[t]);
   return outputs;
@@ -78,9 +82,19 @@ std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& ou
   std::copy(output_grads.begin(), output_grads.end(), grads_.begin());
   param_grads_.clear();
   for (int t : schedule_.free_at_backward_start) FreeActivation(t);
+  const int lead_op = measure_windows_ ? LeadTriggerOp(block_) : -1;
+  const int lead_before_op =
+      block_before_ != nullptr ? block_before_->schedule_.offload.lead_trigger_op : -1;
+  before_tail_peak_bytes_ = 0;
   for (size_t s = 0; s < schedule_.backward.size(); ++s) {
-    if (before_backward_step_) before_backward_step_(static_cast<int>(s));
     const ScheduleStep& step = schedule_.backward[s];
+    if (step.kind == StepKind::kBackward) {
+      if (step.op == lead_before_op) block_before_->LeadPrefetches();
+      if (step.op == lead_op) {
+        before_tail_peak_bytes_ = tracker_.peak_bytes();
+        tracker_.ResetPeak();
+      }
+    }
     const OpNode& op = block_.ops[step.op];
     Prefetch(static_cast<int>(s));
     if (step.kind == StepKind::kRecompute) {

@@ -4,7 +4,6 @@
 #ifndef SACPLAN_PLANNER_SRC_BLOCK_INTERPRETER_H_
 #define SACPLAN_PLANNER_SRC_BLOCK_INTERPRETER_H_
 
-#include <functional>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
@@ -45,22 +44,29 @@ class BlockInterpreter {
   std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads);
   // The parameter-gradient buffers Backward allocated, one per backward op.
   const std::vector<BufferId>& param_grads() const { return param_grads_; }
-  // Called before each forward step k (with k) and each backward step s
-  // (with s), for what another block does there: the block before's spill
-  // frees and lead prefetches (CopyWindows), or a measurement.
-  void set_before_forward_step(std::function<void(int)> hook) {
-    before_forward_step_ = std::move(hook);
-  }
-  void set_before_backward_step(std::function<void(int)> hook) {
-    before_backward_step_ = std::move(hook);
-  }
-  // Offload windows, called by the block after's steps: before its forward
-  // step k, frees the device buffers of the copies spilled that far
+  // The block before this one in the step (not owned; null: none), whose
+  // offload windows (CopyWindows) land in this block's steps: before each
+  // forward step this block frees the device buffers that block's spilled
+  // copies no longer need, and before the backward step of its lead
+  // trigger op it issues that block's led copies back.
+  void set_block_before(BlockInterpreter* before) { block_before_ = before; }
+  // Offload windows, as the block after's steps reach them: before its
+  // forward step k, frees the device buffers of the copies spilled that far
   // (waiting first for every copy at BlockCopies::spill_trigger, then
   // freeing the rest); before its lead trigger's backward step, issues the
   // led copies back.
   void SpillFrees(int k);
   void LeadPrefetches();
+  // For a block on its own (EvaluateSchedule): measure where a block
+  // before's windows would land in this one. Forward then records the
+  // highest live bytes before SpillTriggerOp's step (all of its forward
+  // when the block has none), and Backward the highest from
+  // LeadTriggerOp's backward step on (all of its backward when none) and
+  // before it, resetting the tracker's peak there: not for a whole step.
+  void MeasureWindowMoments() { measure_windows_ = true; }
+  int64_t early_forward_peak_bytes() const { return early_forward_peak_bytes_; }
+  int64_t tail_backward_peak_bytes() const { return tail_backward_peak_bytes_; }
+  int64_t before_tail_peak_bytes() const { return before_tail_peak_bytes_; }
   // The step's clock as Forward and Backward started.
   double forward_start_ms() const { return forward_start_ms_; }
   double backward_start_ms() const { return backward_start_ms_; }
@@ -97,8 +103,11 @@ class BlockInterpreter {
   std::vector<int> prefetch_order_;
   std::vector<int> spill_order_;  // spilled copies by freed_before_next
   size_t spill_freed_ = 0;
-  std::function<void(int)> before_forward_step_;
-  std::function<void(int)> before_backward_step_;
+  BlockInterpreter* block_before_ = nullptr;
+  bool measure_windows_ = false;
+  int64_t early_forward_peak_bytes_ = 0;
+  int64_t tail_backward_peak_bytes_ = 0;
+  int64_t before_tail_peak_bytes_ = 0;
   size_t issued_ = 0;
   size_t freed_ = 0;
   size_t prefetched_ = 0;

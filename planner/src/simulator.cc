@@ -162,17 +162,7 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
   // Offload windows: a block's spilled copies are freed, and its led copies
   // back issued, at the block after's steps.
   for (int b = 1; b < block_count; ++b) {
-    const BlockCopies& before = schedules[b - 1].offload;
-    if (before.copies.empty()) continue;
-    if (before.spill_trigger >= 0) {
-      blocks[b].set_before_forward_step([&blocks, b](int k) { blocks[b - 1].SpillFrees(k); });
-    }
-    if (before.lead_trigger_op >= 0) {
-      const int step = BackwardStepOf(schedules[b], before.lead_trigger_op);
-      blocks[b].set_before_backward_step([&blocks, b, step](int s) {
-        if (s == step) blocks[b - 1].LeadPrefetches();
-      });
-    }
+    if (!schedules[b - 1].offload.copies.empty()) blocks[b].set_block_before(&blocks[b - 1]);
   }
   FsdpStep fsdp(model, tracker, clock_ms);
   for (int b = 0; b < block_count; ++b) {
@@ -245,24 +235,14 @@ BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& sche
   BlockInterpreter interpreter(block, schedule, 0, tracker, clock_ms, {}, &host);
   BlockCost cost;
   // Where the block before's windows land in this one.
-  const int spill_op = SpillTriggerOp(block);
-  interpreter.set_before_forward_step([&](int k) {
-    if (k == spill_op) cost.early_forward_peak_bytes = tracker.peak_bytes();
-  });
-  const int tail_step = BackwardStepOf(schedule, LeadTriggerOp(block));
-  int64_t before_tail_peak_bytes = 0;
-  interpreter.set_before_backward_step([&](int s) {
-    if (s != tail_step) return;
-    before_tail_peak_bytes = tracker.peak_bytes();
-    tracker.ResetPeak();
-  });
+  interpreter.MeasureWindowMoments();
   std::vector<BufferId> carried;
   for (int t : block.carried_inputs) {
     carried.push_back(tracker.Alloc(MemoryCategory::kKept, block.tensors[t].bytes));
   }
   const std::vector<BufferId> outs = interpreter.Forward(carried);
   cost.forward_peak_bytes = tracker.peak_bytes();
-  if (spill_op < 0) cost.early_forward_peak_bytes = cost.forward_peak_bytes;
+  cost.early_forward_peak_bytes = interpreter.early_forward_peak_bytes();
   // What the copies to the host still hold goes during the next block's
   // forward: not kept.
   const int64_t before_spill_bytes = tracker.live_bytes();
@@ -289,8 +269,7 @@ BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& sche
   tracker.ResetPeak();
   interpreter.Backward(out_grads);
   cost.tail_backward_peak_bytes = tracker.peak_bytes();
-  cost.backward_peak_bytes = std::max(before_tail_peak_bytes, tracker.peak_bytes());
-  if (tail_step < 0) cost.tail_backward_peak_bytes = cost.backward_peak_bytes;
+  cost.backward_peak_bytes = std::max(interpreter.before_tail_peak_bytes(), tracker.peak_bytes());
   cost.recompute_ms = schedule.recompute_ms;
   cost.recomputed_ops = schedule.recomputed_ops;
   cost.exposed_copy_ms = schedule.offload.exposed_ms;
