@@ -123,9 +123,13 @@ absl::StatusOr<nlohmann::json> PointToJson(const AnalyzedModel& model, const Sol
   ASSIGN_OR_RETURN(nlohmann::json point,
                    FiguresToJson(model, plan.masks, semantics, plan.result, plan.offloaded));
   nlohmann::json blocks = nlohmann::json::array();
-  for (const BlockPlan& block : BlockPlansFromMasks(model, plan.masks, plan.offloaded)) {
+  for (const BlockPlan& block :
+       BlockPlansFromMasks(model, plan.masks, plan.offloaded, semantics)) {
     blocks.push_back({{"index", block.index}, {"save", block.save}});
     if (!block.offload.empty()) blocks.back()["offload"] = block.offload;
+    if (!block.spill_trigger.empty()) blocks.back()["spill_trigger"] = block.spill_trigger;
+    if (!block.lead_trigger.empty()) blocks.back()["lead_trigger"] = block.lead_trigger;
+    if (block.lead) blocks.back()["lead"] = true;
   }
   point["blocks"] = std::move(blocks);
   return point;
@@ -266,8 +270,9 @@ absl::StatusOr<Simulation> Simulate(const LoadedProfile& loaded, const Plan& pla
     return absl::InvalidArgumentError(
         absl::StrCat(plan_name, ": ", offloaded.status().message()));
   }
+  ASSIGN_OR_RETURN(CopyReplay replay, CopyReplayOfPlan(loaded.analyzed, simulated));
   ASSIGN_OR_RETURN(sim.result, SimulateStep(loaded.analyzed, *masks, *offloaded, sim.semantics,
-                                            {.record_events = true}));
+                                            {.record_events = true, .replay = std::move(replay)}));
   ASSIGN_OR_RETURN(sim.reserved, ReplayStepEvents(sim.result.events));
   return sim;
 }

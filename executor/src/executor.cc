@@ -39,7 +39,8 @@ absl::Status CheckPlanModel(const TorchModel& model, const Plan& plan) {
 
 PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
                            Semantics semantics, std::shared_ptr<const Model> timed,
-                           AnalyzedModel analyzed, std::vector<OffloadMask> offloaded)
+                           AnalyzedModel analyzed, std::vector<OffloadMask> offloaded,
+                           const CopyReplay& replay)
     : model_(model),
       masks_(std::move(masks)),
       semantics_(semantics),
@@ -51,7 +52,7 @@ PlanExecutor::PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
     schedules_.push_back(
         moves ? LowerBlock(analyzed_.blocks[b], masks_[b], semantics_, offloaded[b],
                            analyzed_.model->host_link,
-                           WindowsOf(analyzed_.blocks, static_cast<int>(b), semantics_))
+                           WindowsOf(analyzed_.blocks, static_cast<int>(b), replay))
               : LowerBlock(analyzed_.blocks[b], masks_[b], semantics_));
   }
 }
@@ -65,7 +66,7 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
     const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics,
-    const Model& timed, std::vector<OffloadMask> offloaded) {
+    const Model& timed, std::vector<OffloadMask> offloaded, CopyReplay replay) {
   ASSIGN_OR_RETURN(AnalyzedModel analyzed, AnalyzeModel(model.graph()));
   if (masks.size() != analyzed.blocks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -90,7 +91,7 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
   });
   if (!offloads) {
     return std::unique_ptr<PlanExecutor>(
-        new PlanExecutor(model, std::move(masks), semantics, nullptr, std::move(analyzed), {}));
+        new PlanExecutor(model, std::move(masks), semantics, nullptr, std::move(analyzed), {}, {}));
   }
   if (GraphFingerprint(timed) != GraphFingerprint(model.graph())) {
     return absl::InvalidArgumentError(
@@ -99,9 +100,14 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::Create(
   auto graph = std::make_shared<const Model>(timed);
   ASSIGN_OR_RETURN(AnalyzedModel timed_analysis, AnalyzeModel(*graph));
   RETURN_IF_ERROR(CheckOffloadMasks(timed_analysis, offloaded));
+  if ((!replay.leads.empty() && replay.leads.size() != masks.size()) ||
+      (!replay.triggers.empty() && replay.triggers.size() != masks.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a copy replay of ", replay.triggers.size(), " blocks for ", masks.size()));
+  }
   return std::unique_ptr<PlanExecutor>(
       new PlanExecutor(model, std::move(masks), semantics, std::move(graph),
-                       std::move(timed_analysis), std::move(offloaded)));
+                       std::move(timed_analysis), std::move(offloaded), replay));
 }
 
 absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(
@@ -118,7 +124,9 @@ absl::StatusOr<std::unique_ptr<PlanExecutor>> PlanExecutor::FromPlan(
   RETURN_IF_ERROR(CheckPlanMatches(plan, *profile));
   ASSIGN_OR_RETURN(const AnalyzedModel timed, AnalyzeModel(profile->model));
   ASSIGN_OR_RETURN(std::vector<OffloadMask> offloaded, OffloadMasksFromPlan(timed, plan, masks));
-  return Create(model, std::move(masks), plan.semantics, profile->model, std::move(offloaded));
+  ASSIGN_OR_RETURN(CopyReplay replay, CopyReplayOfPlan(timed, plan));
+  return Create(model, std::move(masks), plan.semantics, profile->model, std::move(offloaded),
+                std::move(replay));
 }
 
 at::Tensor PlanExecutor::Loss(const Batch& batch, BlockStackInputs* inputs_out) {

@@ -5,11 +5,13 @@
 
 namespace sacplan {
 
-BucketLayer::BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes)
+BucketLayer::BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes, bool keep_lean)
     : quantum_bytes_(quantum_bytes),
       inverse_quantum_(1.0 / static_cast<double>(quantum_bytes)),
+      keep_lean_(keep_lean),
       slots_(static_cast<size_t>(max_prefix_bytes / quantum_bytes + 1)),
-      windowed_(slots_.size()) {}
+      windowed_(slots_.size()),
+      lean_(keep_lean ? slots_.size() : 0) {}
 
 void BucketLayer::Absorb(const BucketLayer& other) {
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -19,12 +21,16 @@ void BucketLayer::Absorb(const BucketLayer& other) {
   any_windowed_ = true;
   for (size_t i = 0; i < windowed_.size(); ++i) {
     if (other.windowed_[i].candidate >= 0) Keep(windowed_[i], other.windowed_[i]);
+    if (keep_lean_ && other.lean_[i].candidate >= 0) KeepLean(lean_[i], other.lean_[i]);
   }
 }
 
 void BucketLayer::Clear() {
   std::fill(slots_.begin(), slots_.end(), ChainState{});
-  if (any_windowed_) std::fill(windowed_.begin(), windowed_.end(), ChainState{});
+  if (any_windowed_) {
+    std::fill(windowed_.begin(), windowed_.end(), ChainState{});
+    std::fill(lean_.begin(), lean_.end(), ChainState{});
+  }
   any_windowed_ = false;
 }
 
@@ -43,18 +49,20 @@ std::vector<ChainState> BucketLayer::Frontier() const {
       kept.push_back(s);
     }
     if (!any_windowed_) continue;
-    const ChainState& w = windowed_[bucket];
-    if (w.candidate < 0 || w.value >= plain_value) continue;
-    constexpr size_t kCompared = 8;
-    const size_t recent = windowed.size() > kCompared ? windowed.size() - kCompared : 0;
-    if (std::any_of(windowed.begin() + recent, windowed.end(), [&](const ChainState* o) {
-          return o->value <= w.value && o->spill_bytes <= w.spill_bytes &&
-                 o->lead_bytes <= w.lead_bytes;
-        })) {
-      continue;
+    const ChainState* bests[] = {&windowed_[bucket], keep_lean_ ? &lean_[bucket] : nullptr};
+    for (const ChainState* w : bests) {
+      if (w == nullptr || w->candidate < 0 || w->value >= plain_value) continue;
+      constexpr size_t kCompared = 8;
+      const size_t recent = windowed.size() > kCompared ? windowed.size() - kCompared : 0;
+      if (std::any_of(windowed.begin() + recent, windowed.end(), [&](const ChainState* o) {
+            return o->value <= w->value && o->spill_bytes <= w->spill_bytes &&
+                   o->lead_bytes <= w->lead_bytes;
+          })) {
+        continue;
+      }
+      windowed.push_back(w);
+      kept.push_back(*w);
     }
-    windowed.push_back(&w);
-    kept.push_back(w);
   }
   return kept;
 }

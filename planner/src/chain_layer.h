@@ -45,10 +45,14 @@ inline bool OfferedBefore(const ChainState& a, const ChainState& b) {
 // States keeping more than `max_prefix_bytes` are dropped. States whose
 // offload copies hold bytes in the next block (ChainState::windowed) are
 // kept apart, the best of them per bucket beside the best of the others:
-// which of the two can go on depends on the next block's candidate.
+// which can go on depends on the next block's candidate. With `keep_lean`,
+// also the windowed state holding least in the next block: a faster one
+// holding more may leave no candidate there that fits, and the solver is
+// exact on models small enough to enumerate (it doubles the windowed
+// states, too slow for large ones).
 class BucketLayer {
  public:
-  BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes);
+  BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes, bool keep_lean);
 
   void Offer(const ChainState& state) {
     const size_t bucket = Bucket(state.prefix_kept_bytes);
@@ -56,6 +60,7 @@ class BucketLayer {
     if (state.windowed()) {
       any_windowed_ = true;
       Keep(windowed_[bucket], state);
+      if (keep_lean_) KeepLean(lean_[bucket], state);
     } else {
       Keep(slots_[bucket], state);
     }
@@ -86,19 +91,42 @@ class BucketLayer {
     return static_cast<size_t>(bucket);
   }
 
+  // Of windowed states as good on value and kept bytes, the one holding
+  // less in the next block.
   static void Keep(ChainState& slot, const ChainState& state) {
-    if (slot.candidate < 0 || state.value < slot.value ||
-        (state.value == slot.value &&
-         (state.prefix_kept_bytes < slot.prefix_kept_bytes ||
-          (state.prefix_kept_bytes == slot.prefix_kept_bytes && OfferedBefore(state, slot))))) {
+    if (slot.candidate >= 0 && state.value != slot.value) {
+      if (state.value < slot.value) slot = state;
+      return;
+    }
+    if (slot.candidate >= 0 && state.prefix_kept_bytes != slot.prefix_kept_bytes) {
+      if (state.prefix_kept_bytes < slot.prefix_kept_bytes) slot = state;
+      return;
+    }
+    const int64_t held = state.spill_bytes + state.lead_bytes;
+    const int64_t slot_held = slot.spill_bytes + slot.lead_bytes;
+    if (slot.candidate < 0 || held < slot_held ||
+        (held == slot_held && OfferedBefore(state, slot))) {
       slot = state;
+    }
+  }
+
+  // The state holding least in the next block, then as Keep.
+  static void KeepLean(ChainState& slot, const ChainState& state) {
+    const int64_t held = state.spill_bytes + state.lead_bytes;
+    const int64_t slot_held = slot.spill_bytes + slot.lead_bytes;
+    if (slot.candidate < 0 || held < slot_held) {
+      slot = state;
+    } else if (held == slot_held) {
+      Keep(slot, state);
     }
   }
 
   int64_t quantum_bytes_;
   double inverse_quantum_;
+  bool keep_lean_;
   std::vector<ChainState> slots_;
   std::vector<ChainState> windowed_;  // per bucket, the best windowed state
+  std::vector<ChainState> lean_;      // per bucket, the windowed state holding least
   bool any_windowed_ = false;          // since the last Clear
 };
 

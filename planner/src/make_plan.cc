@@ -132,7 +132,7 @@ absl::StatusOr<MadePlan> MakePlan(const AnalyzedModel& model, const PlanRequest&
   plan.budget_kind = request.budget_kind;
   plan.semantics = request.semantics;
   DropHeldInputOffloads(model, masks, request.semantics, offloaded);
-  plan.blocks = BlockPlansFromMasks(model, masks, offloaded);
+  plan.blocks = BlockPlansFromMasks(model, masks, offloaded, request.semantics);
   SetPrediction(made.result, plan);
   plan.predicted.reserved_peak_bytes = made.reserved.reserved_peak_bytes;
   return made;

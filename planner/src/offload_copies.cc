@@ -132,11 +132,15 @@ std::vector<int> RerunArrivals(const BlockAnalysis& block, const BlockSchedule& 
 // the re-run starts and waited for where the re-run needs it
 // (RerunArrivals). With a lead (CopyWindows), what would be issued as the
 // backward (or the re-run) starts is issued at the next block's trigger
-// instead, the engine starting lead_ms before the backward; with a
-// deadline, every copy arrives before the deadline op's backward step, and
-// compute waits there for any that has not.
+// instead, the engine starting lead_ms before the backward: those whose
+// latest start is before it, or with `lead_all` (torch-sac, where
+// sacplan_torch issues a block's copies back from one gradient hook)
+// every copy when one is; with a deadline, every copy arrives before the
+// deadline op's backward step, and compute waits there for any that has
+// not.
 void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedule,
-                        bool rerun_unpacks, const CopyWindows& windows, BlockCopies& copies) {
+                        bool rerun_unpacks, bool lead_all, const CopyWindows& windows,
+                        BlockCopies& copies) {
   const int steps = static_cast<int>(schedule.backward.size());
   std::vector<double> step_start_ms(steps + 1, 0);
   for (int s = 0; s < steps; ++s) {
@@ -149,22 +153,28 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
   int deadline_step = BackwardStepOf(schedule, windows.h2d_deadline_op);
   if (deadline_step < 0) deadline_step = steps;
   const bool lead = windows.lead_ms > 0;
-  if (lead) copies.lead_trigger_op = windows.lead_trigger_op;
   std::vector<OffloadCopy*> prefetched;
   // torch-sac: the backward step each prefetch is waited for at.
   std::vector<int> unpacked_at;
   if (rerun_unpacks) {
     unpacked_at = RerunArrivals(block, schedule);
-    // All are issued as the re-run starts, in the order it reaches them.
-    for (OffloadCopy& copy : copies.copies) {
-      copy.prefetch_before = lead ? 0 : RerunStart(block);
-      copy.led = lead;
-      prefetched.push_back(&copy);
-    }
+    // All are issued as the re-run starts, in the order it reaches them,
+    // or, when the first must start before the backward, at the lead
+    // trigger.
+    for (OffloadCopy& copy : copies.copies) prefetched.push_back(&copy);
     std::stable_sort(prefetched.begin(), prefetched.end(),
                      [&](const OffloadCopy* a, const OffloadCopy* b) {
                        return unpacked_at[a->tensor] < unpacked_at[b->tensor];
                      });
+    double latest_start_ms = std::numeric_limits<double>::infinity();
+    for (auto it = prefetched.rbegin(); it != prefetched.rend(); ++it) {
+      const int at = std::min(unpacked_at[(*it)->tensor], deadline_step);
+      latest_start_ms = std::min(step_start_ms[at], latest_start_ms) - (*it)->h2d_ms;
+    }
+    for (OffloadCopy& copy : copies.copies) {
+      copy.led = lead && (windows.lead_recorded || latest_start_ms < 0);
+      copy.prefetch_before = copy.led ? 0 : RerunStart(block);
+    }
   } else {
     for (OffloadCopy& copy : copies.copies) {
       if (first_read[copy.tensor] >= 0) prefetched.push_back(&copy);
@@ -186,6 +196,17 @@ void TimeBackwardCopies(const BlockAnalysis& block, const BlockSchedule& schedul
     int step = 0;
     while (step + 1 < steps && step_start_ms[step + 1] <= start_ms) ++step;
     copy.prefetch_before = std::min(step, first_read[copy.tensor]);
+  }
+  // The first copy back is the one led first (they go in order).
+  if (lead_all && !rerun_unpacks && !prefetched.empty() &&
+      (prefetched.front()->led || (lead && windows.lead_recorded))) {
+    for (OffloadCopy* copy : prefetched) {
+      copy->led = true;
+      copy->prefetch_before = 0;
+    }
+  }
+  for (const OffloadCopy* copy : prefetched) {
+    if (copy->led) copies.lead_trigger_op = windows.lead_trigger_op;
   }
 
   copies.backward_wait_ms.assign(steps, 0);
@@ -298,27 +319,35 @@ int LeadTriggerOp(const BlockAnalysis& block, double lead_fraction) {
   return block.op_count() - 1;
 }
 
-CopyWindows WindowsOf(const std::vector<BlockAnalysis>& blocks, int b, Semantics semantics,
-                      double spill_fraction, double lead_fraction) {
+BlockTriggers TriggersOf(const BlockAnalysis& block) {
+  return {SpillTriggerOp(block), LeadTriggerOp(block)};
+}
+
+CopyWindows WindowsOf(const std::vector<BlockAnalysis>& blocks, int b, const CopyReplay& replay) {
+  auto triggers = [&](int i) {
+    return replay.triggers.empty() ? TriggersOf(blocks[i]) : replay.triggers[i];
+  };
+  const Lead lead = replay.leads.empty() ? Lead::kByTimes : replay.leads[b];
   CopyWindows windows;
-  if (semantics != Semantics::kSacplan) return windows;
   // The block before spills into this one's forward and leads into its
   // backward. The first block keeps to those windows too, as if a block
   // came before it: then every block but the last has the same windows.
   const BlockAnalysis& block = blocks[b];
-  const int spill_in_op = SpillTriggerOp(block, spill_fraction);
-  for (int k = 0; k < spill_in_op; ++k) windows.d2h_from_ms += block.ops[k].fwd_ms;
-  windows.h2d_deadline_op = LeadTriggerOp(block, lead_fraction);
+  const BlockTriggers own = triggers(b);
+  for (int k = 0; k < own.spill_op; ++k) windows.d2h_from_ms += block.ops[k].fwd_ms;
+  windows.h2d_deadline_op = own.lead_op;
   if (b + 1 < static_cast<int>(blocks.size())) {
     const BlockAnalysis& next = blocks[b + 1];
-    const int spill_op = SpillTriggerOp(next, spill_fraction);
+    const BlockTriggers in_next = triggers(b + 1);
     double end_ms = 0;
-    for (int k = 0; k < spill_op; ++k) {
+    for (int k = 0; k < in_next.spill_op; ++k) {
       end_ms += next.ops[k].fwd_ms;
       windows.spill_step_end_ms.push_back(end_ms);
     }
-    windows.lead_trigger_op = LeadTriggerOp(next, lead_fraction);
+    if (lead == Lead::kNone || in_next.lead_op < 0) return windows;
+    windows.lead_trigger_op = in_next.lead_op;
     for (int k = 0; k <= windows.lead_trigger_op; ++k) windows.lead_ms += next.ops[k].bwd_ms;
+    windows.lead_recorded = lead == Lead::kRecorded;
   }
   return windows;
 }
@@ -352,7 +381,8 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   TimeForwardCopies(block, schedule, semantics, windows, copies);
   const bool rerun_unpacks = semantics == Semantics::kTorchSac && !EveryOpSaved(block, saved) &&
                              block.last_saving_op >= 0;
-  TimeBackwardCopies(block, schedule, rerun_unpacks, windows, copies);
+  TimeBackwardCopies(block, schedule, rerun_unpacks, semantics == Semantics::kTorchSac, windows,
+                     copies);
   if (rerun_unpacks) PlaceRerunFrees(block, schedule);
   copies.exposed_ms = copies.forward_wait_ms + copies.spill_wait_ms;
   for (double wait : copies.backward_wait_ms) copies.exposed_ms += wait;

@@ -2,10 +2,13 @@
 
 #include <set>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/schedule.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {
@@ -14,11 +17,13 @@ using json_reader::json;
 
 std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
                                            const std::vector<SaveMask>& masks,
-                                           const std::vector<OffloadMask>& offloaded) {
+                                           const std::vector<OffloadMask>& offloaded,
+                                           Semantics semantics) {
   std::vector<BlockPlan> blocks;
   for (size_t b = 0; b < masks.size(); ++b) {
     const BlockAnalysis& analysis = model.blocks[b];
-    BlockPlan block{static_cast<int>(b), {}, {}};
+    BlockPlan block;
+    block.index = static_cast<int>(b);
     for (size_t k = 0; k < masks[b].size(); ++k) {
       if (masks[b][k]) block.save.push_back(analysis.op_ids[k]);
     }
@@ -38,6 +43,20 @@ std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
       }
     }
     blocks.push_back(std::move(block));
+  }
+  // Where the copies reach into the blocks around them.
+  if (std::none_of(blocks.begin(), blocks.end(),
+                   [](const BlockPlan& block) { return !block.offload.empty(); })) {
+    return blocks;
+  }
+  const std::vector<BlockSchedule> schedules = LowerStep(model, masks, offloaded, semantics);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const BlockAnalysis& analysis = model.blocks[b];
+    const BlockTriggers triggers = TriggersOf(analysis);
+    auto id = [&](int op) { return op >= 0 ? analysis.op_ids[op] : std::string(); };
+    blocks[b].spill_trigger = id(triggers.spill_op);
+    blocks[b].lead_trigger = id(triggers.lead_op);
+    blocks[b].lead = schedules[b].offload.lead_trigger_op >= 0;
   }
   return blocks;
 }
@@ -122,6 +141,10 @@ std::string OffloadRefusal(const BlockAnalysis& analysis, const SaveMask& saved,
 
 }  // namespace
 
+namespace {
+
+}  // namespace
+
 absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
     const AnalyzedModel& model, const Plan& plan, const std::vector<SaveMask>& masks) {
   if (!PlanOffloads(plan)) return std::vector<OffloadMask>();
@@ -154,7 +177,49 @@ absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
       }
     }
   }
+  RETURN_IF_ERROR(CopyReplayOfPlan(model, plan).status());
   return offloaded;
+}
+
+absl::StatusOr<CopyReplay> CopyReplayOfPlan(const AnalyzedModel& model, const Plan& plan) {
+  CopyReplay replay;
+  const bool recorded = std::any_of(plan.blocks.begin(), plan.blocks.end(),
+                                    [](const BlockPlan& block) {
+                                      return !block.spill_trigger.empty() ||
+                                             !block.lead_trigger.empty() || block.lead;
+                                    });
+  if (!PlanOffloads(plan)) return replay;
+  replay.triggers.resize(model.blocks.size());
+  replay.leads.assign(model.blocks.size(), Lead::kNone);
+  // Without triggers (a plan written before them, or by hand), copies keep
+  // to their own block, as sacplan_torch then runs them.
+  if (!recorded) return replay;
+  for (const BlockPlan& block : plan.blocks) {
+    // MasksFromPlan has checked the index.
+    const BlockAnalysis& analysis = model.blocks[block.index];
+    const BlockTriggers by_times = TriggersOf(analysis);
+    BlockTriggers& triggers = replay.triggers[block.index];
+    for (auto [field, id, op, timed] :
+         {std::tuple<const char*, const std::string*, int*, int>{
+              "spill_trigger", &block.spill_trigger, &triggers.spill_op, by_times.spill_op},
+          {"lead_trigger", &block.lead_trigger, &triggers.lead_op, by_times.lead_op}}) {
+      if (id->empty() && timed >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan block ", block.index, " has no ", field,
+            ", which a plan that offloads records on every block that has one ('", 
+            analysis.op_ids[timed], "' by the profile's times)"));
+      }
+      if (id->empty()) continue;
+      *op = analysis.FindOp(*id);
+      if (*op < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("plan block ", block.index, "'s ", field,
+                                                       " '", *id,
+                                                       "' is not an op of the model's block"));
+      }
+    }
+    if (block.lead) replay.leads[block.index] = Lead::kRecorded;
+  }
+  return replay;
 }
 
 std::string GraphFingerprint(const Model& model) {
@@ -306,6 +371,11 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
         json_reader::ReadStrings((*blocks)[i], "save", path, true, block.save));
     RETURN_IF_ERROR(
         json_reader::ReadStrings((*blocks)[i], "offload", path, false, block.offload));
+    RETURN_IF_ERROR(json_reader::ReadString((*blocks)[i], "spill_trigger", path, false,
+                                            block.spill_trigger));
+    RETURN_IF_ERROR(
+        json_reader::ReadString((*blocks)[i], "lead_trigger", path, false, block.lead_trigger));
+    RETURN_IF_ERROR(json_reader::ReadBool((*blocks)[i], "lead", path, false, block.lead));
     if (!block.offload.empty() && schema == kPlanSchema) {
       return json_reader::Error(path + ".offload",
                                 absl::StrCat("needs schema \"", kPlanSchemaOffload,
@@ -341,6 +411,9 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
                       {"recompute", recompute},
                       {"checkpoint", !recompute.empty()}});
     if (!block.offload.empty()) blocks.back()["offload"] = block.offload;
+    if (!block.spill_trigger.empty()) blocks.back()["spill_trigger"] = block.spill_trigger;
+    if (!block.lead_trigger.empty()) blocks.back()["lead_trigger"] = block.lead_trigger;
+    if (block.lead) blocks.back()["lead"] = true;
   }
   const bool offloads = PlanOffloads(plan);
   json doc = {{"schema", offloads ? kPlanSchemaOffload : kPlanSchema},

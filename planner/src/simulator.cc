@@ -116,14 +116,10 @@ void DropHeldInputOffloads(const AnalyzedModel& model, const std::vector<SaveMas
   }
 }
 
-absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
-                                        const std::vector<SaveMask>& masks,
-                                        const std::vector<OffloadMask>& offloaded,
-                                        Semantics semantics,
-                                        const SimulateOptions& options) {
-  RETURN_IF_ERROR(CheckMasks(model, masks));
-  RETURN_IF_ERROR(CheckOffloadMasks(model, offloaded));
-  const FixedMemory& fixed = model.model->fixed;
+std::vector<BlockSchedule> LowerStep(const AnalyzedModel& model,
+                                     const std::vector<SaveMask>& masks,
+                                     const std::vector<OffloadMask>& offloaded,
+                                     Semantics semantics, const CopyReplay& replay) {
   const int block_count = static_cast<int>(model.blocks.size());
   std::vector<BlockSchedule> schedules;
   schedules.reserve(block_count);
@@ -135,8 +131,29 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     OffloadMask mask = offloaded[b];
     if (b > 0) DropHeldInputs(model.blocks[b], schedules[b - 1].holds_output, mask);
     schedules.push_back(LowerBlock(model.blocks[b], masks[b], semantics, mask,
-                                   model.model->host_link, WindowsOf(model.blocks, b, semantics)));
+                                   model.model->host_link,
+                                   WindowsOf(model.blocks, b, replay)));
   }
+  return schedules;
+}
+
+absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
+                                        const std::vector<SaveMask>& masks,
+                                        const std::vector<OffloadMask>& offloaded,
+                                        Semantics semantics,
+                                        const SimulateOptions& options) {
+  RETURN_IF_ERROR(CheckMasks(model, masks));
+  RETURN_IF_ERROR(CheckOffloadMasks(model, offloaded));
+  const FixedMemory& fixed = model.model->fixed;
+  const int block_count = static_cast<int>(model.blocks.size());
+  const CopyReplay& replay = options.replay;
+  if ((!replay.leads.empty() && replay.leads.size() != model.blocks.size()) ||
+      (!replay.triggers.empty() && replay.triggers.size() != model.blocks.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("a copy replay of ", replay.triggers.size(),
+                                                   " blocks for ", model.blocks.size()));
+  }
+  const std::vector<BlockSchedule> schedules =
+      LowerStep(model, masks, offloaded, semantics, replay);
 
   StepResult result;
   MemoryTracker tracker(options.record_timeline);

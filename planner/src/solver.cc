@@ -664,10 +664,14 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   // With offload, a block's candidates also depend on its copy windows
   // (the last block has none of its own).
   std::vector<int> offload_same_as = same_as;
+  solver.enumerates_every_block_ =
+      std::all_of(model.blocks.begin(), model.blocks.end(), [&](const BlockAnalysis& analysis) {
+        return EnumeratesEverySaveSet(analysis, options.exhaustive_max_ops);
+      });
   if (solver.offloads()) {
     std::vector<CopyWindows> windows;
     for (int b = 0; b < block_count; ++b) {
-      windows.push_back(WindowsOf(model.blocks, b, options.semantics));
+      windows.push_back(WindowsOf(model.blocks, b));
       solver.windows_ = solver.windows_ || !(windows.back() == CopyWindows());
     }
     const CandidateLists keep_or_recompute = solver.block_candidates_;
@@ -981,7 +985,7 @@ std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool min
   std::vector<std::vector<ChainState>> layers(block_count + 1);
   layers[0] = {{0, minimize_peak ? static_cast<double>(c.plan_independent_peak) : 0.0,
                 -1, -1}};
-  BucketLayer next(quantum_bytes, max_prefix_bytes);
+  BucketLayer next(quantum_bytes, max_prefix_bytes, enumerates_every_block_);
   std::optional<BucketLayer> helper_next;
   LayerSplit split;
   for (int b = 0; b < block_count; ++b) {
@@ -1036,7 +1040,7 @@ std::vector<int> Solver::RunChain(Search& search, int64_t budget_bytes, bool min
     if (threads > 1 &&
         static_cast<int64_t>(state_count) * static_cast<int64_t>(ordered.size()) >=
             options_.split_layer_offers) {
-      if (!helper_next) helper_next.emplace(quantum_bytes, max_prefix_bytes);
+      if (!helper_next) helper_next.emplace(quantum_bytes, max_prefix_bytes, enumerates_every_block_);
       split.Run(state_count, next, *helper_next, offer_states);
     } else {
       offer_states(0, state_count, next);

@@ -19,7 +19,8 @@ from .blocks import BlockSpec, eager_block, find_blocks
 from .compiled import BlockNamer
 from .errors import SacplanError, one_line
 from .naming import is_collective, is_named, is_random, split_op_id
-from .offload import HostPool, PendingCall, checkpoint_contexts, input_offload, plain_offload
+from .offload import (BlockCopies, HostPool, PendingCall, Triggers, checkpoint_contexts,
+                      input_offload, plain_offload, trigger_contexts)
 from .plan_doc import PlanLike, check_input_matches, check_plan_matches, load_plan
 
 _APPLIED = "_sacplan_applied_forward"
@@ -36,6 +37,9 @@ class AppliedPlan:
         self.blocks = blocks
         self.profile: Optional[Dict[str, Any]] = None
         self.host = HostPool()
+        # Per block index, what its last forward sent to the host, for the
+        # next block's copy triggers.
+        self._copies_of: Dict[int, BlockCopies] = {}
         self._undo = []
 
     def remove(self) -> None:
@@ -149,10 +153,14 @@ def _traced_contexts(policy, namer: BlockNamer):
 
 def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[str],
                 named: Set[str], checkpointed: bool, offload_inputs: Set[str],
-                offload_ops: Set[str]) -> None:
+                offload_ops: Set[str], triggers: Dict[str, str],
+                block_before_leads: bool) -> None:
     """`named`: every op id the plan names for the block (its profile's ops:
     save and recompute), each of which the block must run. A block not
-    `checkpointed` runs plainly, offloading what the plan says."""
+    `checkpointed` runs plainly, offloading what the plan says. `triggers`:
+    the block's `spill_trigger` and `lead_trigger` that it acts at (where
+    the copies of the block before end, and its own start);
+    `block_before_leads`: the block before's `lead`."""
     namer = BlockNamer(block)
     # Bound here, not in the traced forward: dynamo would turn the block
     # index into a symbolic int when the next block recompiles the forward.
@@ -192,13 +200,21 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             # The mode under the checkpoint's copies it out, and gives the
             # copy back in the re-run (sacplan_torch.offload).
             pending.set(func, op_id)
+        if not ctx.is_recompute and forward_state["triggers"] is not None:
+            forward_state["triggers"].named(func, op_id)
         return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+    # The forward running now: its copies and the block before's triggers.
+    forward_state: Dict[str, Any] = {"copies": None, "triggers": None}
 
     def contexts():
         sac = create_selective_checkpoint_contexts(policy)
-        if not offload_ops:
-            return sac
-        return checkpoint_contexts(sac, pending, applied.host)
+        if offload_ops:
+            return checkpoint_contexts(sac, pending, applied.host, forward_state["copies"],
+                                       forward_state["triggers"])
+        if triggers:
+            return trigger_contexts(sac, forward_state["triggers"])
+        return sac
 
     def run(*args, **kwargs):
         if not torch.compiler.is_compiling():
@@ -207,10 +223,12 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
 
     def forward(*args, **kwargs):
         if torch.compiler.is_compiling():
-            if offload_inputs or offload_ops:
+            if offload_inputs or offload_ops or triggers:
                 raise SacplanError(
-                    f"plan: blocks[{index}] offloads to the host, which apply_plan does not "
-                    "do in a compiled block yet: plan without offload (host budget 0)")
+                    f"plan: blocks[{index}] offloads to the host"
+                    f"{'' if offload_inputs or offload_ops else ' (the block before does, through it)'}"
+                    ", which apply_plan does not do in a compiled block yet: plan without "
+                    "offload (host budget 0)")
             # The eager checks below would run at dynamo's trace, before any
             # call is named; the op ids are checked when AOTAutograd has
             # traced the block (_traced_contexts).
@@ -222,12 +240,32 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
         if not torch.is_grad_enabled():
             return original(*args, **kwargs)
         inputs = _bound_inputs(original, offload_inputs, args, kwargs)
-        if not checkpointed:
-            with plain_offload(namer.name, offload_ops, inputs, applied.host, seen):
-                out = run(*args, **kwargs)
-        else:
-            with input_offload(inputs, applied.host):
-                out = checkpoint(run, *args, use_reentrant=False, context_fn=contexts, **kwargs)
+        offloads = bool(offload_inputs or offload_ops)
+        copies = BlockCopies(plain=not checkpointed,
+                             defer=offloads and "spill_trigger" in triggers)
+        forward_triggers = Triggers(triggers.get("spill_trigger", ""),
+                                    triggers.get("lead_trigger", ""), copies,
+                                    applied._copies_of.pop(index - 1, None), block_before_leads)
+        forward_state["copies"], forward_state["triggers"] = copies, forward_triggers
+        try:
+            if not checkpointed:
+                with plain_offload(namer.name, offload_ops, inputs, applied.host, seen, copies,
+                                   forward_triggers):
+                    out = run(*args, **kwargs)
+            else:
+                with input_offload(inputs, applied.host, copies):
+                    out = checkpoint(run, *args, use_reentrant=False, context_fn=contexts,
+                                     **kwargs)
+                forward_triggers.resolve()
+        finally:
+            forward_state["copies"], forward_state["triggers"] = None, None
+        copies.finish_forward(applied.host)
+        if offloads:
+            applied._copies_of[index] = copies
+        for field, op_id in triggers.items():
+            if not state["checked"] and field.split("_")[0] not in forward_triggers.fired:
+                raise SacplanError(f"plan: blocks[{index}].{field} names op id "
+                                   f"'{one_line(op_id)}', which the block does not run")
         if not state["checked"]:
             forward_draws = list(draws)
             draws.clear()
@@ -310,16 +348,26 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
             raise SacplanError(f"blocks[{index}] ({name}): a plan is already applied")
         entry = plan["blocks"][index]
         _check_modules_exist(index, block, "save", entry["save"])
+        for field in ("spill_trigger", "lead_trigger"):
+            if entry.get(field):
+                _check_modules_exist(index, block, field, [entry[field]])
         offloads.append(_split_offload(index, block, entry.get("offload", [])))
     applied = AppliedPlan(plan, found)
     for index, (name, block) in enumerate(found):
         entry = plan["blocks"][index]
         offload_inputs, offload_ops = offloads[index]
         checkpointed = entry.get("checkpoint", True)
-        if checkpointed or offload_inputs or offload_ops:
+        before = plan["blocks"][index - 1] if index > 0 else {}
+        # The triggers the block acts at: where it or the block before
+        # offloads (docs/python.md, "Offload").
+        block_before_leads = bool(before.get("lead"))
+        offloads_here = bool(offload_inputs or offload_ops or before.get("offload"))
+        acts = {"spill_trigger": offloads_here, "lead_trigger": offloads_here}
+        triggers = {field: entry[field] for field in acts if acts[field] and entry.get(field)}
+        if checkpointed or offload_inputs or offload_ops or triggers:
             _wrap_block(applied, index, block, set(entry["save"]),
                         set(entry["save"]) | set(entry.get("recompute", [])), checkpointed,
-                        offload_inputs, offload_ops)
+                        offload_inputs, offload_ops, triggers, block_before_leads)
     _APPLIED_TO[model] = applied
     applied._undo.insert(0, functools.partial(_forget, weakref.ref(model)))
     return applied

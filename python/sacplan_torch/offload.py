@@ -20,6 +20,15 @@ Three ways in, one per place PyTorch keeps an activation for backward
   offloaded ops' outputs and the hooks pack those (and offloaded inputs).
   Tensors saved twice are copied once.
 
+A block's copies reach into the next block's (docs/memory_model.md,
+"Offload", copy windows): the plan names, on the next block, the op before
+which they must be done (`spill_trigger`: on CUDA compute waits there for
+the copy stream) and the op whose backward brings them back
+(`lead_trigger`): a gradient pre-hook on that op's node, registered in the
+next block's first forward, issues every copy back of the block before
+(`BlockCopies.bring_back`). It fires after the next block's re-run, as
+the gradient reaches that op; the re-run's own nodes are never run.
+
 On CPU the host copies live in NumPy buffers, outside PyTorch's CPU
 allocator, so measure_peak's allocation record (the "device") does not see
 them; on CUDA in pinned memory, copied out on a side stream, and back on
@@ -60,53 +69,84 @@ class HostPool:
     def _release(self, nbytes: int) -> None:
         self.live_bytes -= nbytes
 
+    def copies_issued(self):
+        """On CUDA, an event recorded after every copy issued so far; None
+        when none was (on CPU copies are done when issued)."""
+        event = None
+        for stream in self._streams.values():
+            event = torch.cuda.Event()
+            event.record(stream)
+        return event
+
     def _copy_stream(self, device: torch.device):
         if device not in self._streams:
             self._streams[device] = torch.cuda.Stream(device)
         return self._streams[device]
 
-    def store(self, t: torch.Tensor) -> "HostCopy":
-        """Copies `t` to the host. The copy does not refer to `t`."""
+    def store(self, t: torch.Tensor, deferred: Optional[List["HostCopy"]] = None) -> "HostCopy":
+        """Copies `t` to the host, or, with `deferred`, appends the copy
+        there to be issued later (HostCopy.issue), holding `t` until then.
+        Once issued, the copy does not refer to `t`. The host memory is held
+        from now."""
         t = t.detach()
         nbytes = t.numel() * t.element_size()
         if t.device.type == "cuda":
             host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
             self._hold(host, nbytes)
-            stream = self._copy_stream(t.device)
-            stream.wait_stream(torch.cuda.current_stream(t.device))
-            with torch.cuda.stream(stream):
-                host.copy_(t, non_blocking=True)
-            # The device buffer may go back to the allocator before the copy
-            # ends: keep it from being reused until then.
-            t.record_stream(stream)
-            done = torch.cuda.Event()
-            done.record(stream)
-            return HostCopy(host, t, done, self._copy_stream)
-        import numpy
+            copy = HostCopy(host, t, self._copy_stream)
+        else:
+            import numpy
 
-        buffer = numpy.empty(nbytes, dtype=numpy.uint8)
-        self._hold(buffer, nbytes)
-        host = torch.from_numpy(buffer).view(t.dtype).view(t.shape)
-        host.copy_(t)
-        return HostCopy(host, t, None)
+            buffer = numpy.empty(nbytes, dtype=numpy.uint8)
+            self._hold(buffer, nbytes)
+            copy = HostCopy(torch.from_numpy(buffer).view(t.dtype).view(t.shape), t, None)
+        copy.pending = t
+        if deferred is None:
+            copy.issue()
+        else:
+            deferred.append(copy)
+        return copy
 
 
 class HostCopy:
-    """A tensor's host copy, and what it takes to rebuild it on its device."""
+    """A tensor's host copy, and what it takes to rebuild it on its device.
+    `pending`: the device tensor, until the copy to the host is issued."""
 
-    __slots__ = ("host", "shape", "stride", "device", "done", "stream_for", "__weakref__")
+    __slots__ = ("host", "shape", "stride", "device", "done", "stream_for", "pending",
+                 "__weakref__")
 
-    def __init__(self, host: torch.Tensor, original: torch.Tensor, done,
-                 stream_for: Optional[Callable[[torch.device], Any]] = None) -> None:
+    def __init__(self, host: torch.Tensor, original: torch.Tensor,
+                 stream_for: Optional[Callable[[torch.device], Any]]) -> None:
         self.host = host
         self.shape = original.shape
         self.stride = original.stride()
         self.device = original.device
-        self.done = done  # on CUDA: the event the copy to the host records
+        self.done = None  # on CUDA: the event the copy to the host records
         self.stream_for = stream_for
+        self.pending: Optional[torch.Tensor] = None
+
+    def issue(self) -> None:
+        """Copies the pending tensor to the host (on CUDA on the side
+        stream, after what compute has issued) and lets it go."""
+        t, self.pending = self.pending, None
+        if t is None:
+            return
+        if self.stream_for is None:
+            self.host.copy_(t)
+            return
+        stream = self.stream_for(t.device)
+        stream.wait_stream(torch.cuda.current_stream(t.device))
+        with torch.cuda.stream(stream):
+            self.host.copy_(t, non_blocking=True)
+        # The device buffer may go back to the allocator before the copy
+        # ends: keep it from being reused until then.
+        t.record_stream(stream)
+        self.done = torch.cuda.Event()
+        self.done.record(stream)
 
     def to_device(self) -> torch.Tensor:
         """The tensor back on its device, copied on the current stream."""
+        self.issue()
         out = torch.empty_strided(self.shape, self.stride, dtype=self.host.dtype,
                                   device=self.device)
         if self.done is not None:
@@ -117,6 +157,7 @@ class HostCopy:
     def to_device_async(self) -> "_Arriving":
         """The copy back issued now; on CUDA on a side stream, for the
         compute stream to wait for when it needs the tensor."""
+        self.issue()
         if self.done is None:
             return _Arriving(self.to_device(), None)
         stream = self.stream_for(self.device)
@@ -175,9 +216,11 @@ def _check_copyable(op_id: str, func) -> None:
 
 
 class _CopyOutputs(TorchDispatchMode):
-    def __init__(self, pending: PendingCall, pool: HostPool, copies: "_Stash"):
+    def __init__(self, pending: PendingCall, pool: HostPool, copies: "_Stash",
+                 block_copies: "BlockCopies"):
         super().__init__()
         self.pending, self.pool, self.copies = pending, pool, copies
+        self.block_copies = block_copies
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -185,12 +228,15 @@ class _CopyOutputs(TorchDispatchMode):
         if op_id is not None:
             _check_copyable(op_id, func)
             self.copies.add(op_id, tree_map(
-                lambda x: self.pool.store(x) if isinstance(x, torch.Tensor) else x, out))
+                lambda x: (self.pool.store(x, self.block_copies.deferred())
+                           if isinstance(x, torch.Tensor) else x), out))
         return out
 
 
 class _Stash:
     """One checkpointed call's offloaded outputs, per op id in call order."""
+
+    __slots__ = ("by_op", "order", "__weakref__")
 
     def __init__(self) -> None:
         self.by_op: Dict[str, Deque[Any]] = {}
@@ -235,28 +281,45 @@ def _under(lower, upper):
         yield
 
 
-def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: PendingCall,
-                        pool: HostPool) -> Tuple[Any, Any]:
+def checkpoint_contexts(sac_contexts: Tuple[Any, Any], pending: PendingCall, pool: HostPool,
+                        block_copies: "BlockCopies", triggers: "Triggers") -> Tuple[Any, Any]:
     """The forward and re-run contexts of one checkpointed call: selective
     checkpoint's, over the modes that copy the offloaded ops' outputs out
-    and give them back."""
+    (their copies noted in `block_copies`) and act at the copy triggers
+    of the block before, and give the copies back in the re-run."""
     copies = _Stash()
+    block_copies.stash = weakref.ref(copies)
     forward, rerun = sac_contexts
-    return (_under(_CopyOutputs(pending, pool, copies), forward),
+    return (_under(_under(_CopyOutputs(pending, pool, copies, block_copies),
+                          _ActAtTriggers(triggers)), forward),
             _under(_ReturnCopies(pending, copies), rerun))
+
+
+def trigger_contexts(sac_contexts: Tuple[Any, Any], triggers: Triggers) -> Tuple[Any, Any]:
+    """A checkpointed call that offloads nothing itself: selective
+    checkpoint's forward over the mode acting at the block before's
+    triggers."""
+    forward, rerun = sac_contexts
+    return _under(_ActAtTriggers(triggers), forward), rerun
 
 
 class _Packed:
     """What autograd holds for an offloaded saved tensor: the host copy of
     its whole storage, shared by every view of it autograd saved, and,
     once a backward has read one, the storage rebuilt on the device, freed
-    with the last node that saved a view of it."""
+    with the last node that saved a view of it. `arriving`: the copy back,
+    when the block after's lead trigger issued it."""
 
-    __slots__ = ("copy", "device_bytes")
+    __slots__ = ("copy", "device_bytes", "arriving", "__weakref__")
 
     def __init__(self, copy: HostCopy) -> None:
         self.copy = copy
         self.device_bytes: Optional[torch.Tensor] = None
+        self.arriving: Optional[_Arriving] = None
+
+    def bring_back(self) -> None:
+        if self.device_bytes is None and self.arriving is None:
+            self.arriving = self.copy.to_device_async()
 
 
 class _PackedView:
@@ -278,7 +341,8 @@ def _unpack(packed):
         return packed
     shared = packed.packed
     if shared.device_bytes is None:
-        shared.device_bytes = shared.copy.to_device()
+        arriving, shared.arriving = shared.arriving, None
+        shared.device_bytes = arriving.wait() if arriving is not None else shared.copy.to_device()
     view = torch.empty(0, dtype=packed.dtype, device=shared.device_bytes.device)
     return view.set_(shared.device_bytes.untyped_storage(), packed.offset, packed.shape,
                      packed.stride)
@@ -290,10 +354,12 @@ class SavedOffload:
     not tensors, are remembered: code often keeps only a view of an
     output, or saves several."""
 
-    def __init__(self, pool: HostPool, inputs: List[torch.Tensor]) -> None:
+    def __init__(self, pool: HostPool, inputs: List[torch.Tensor],
+                 block_copies: Optional["BlockCopies"] = None) -> None:
         self.pool = pool
         self.offloaded: Dict[Any, StorageWeakRef] = {}
         self._packed: Dict[Any, _Packed] = {}
+        self.block_copies = block_copies
         for t in inputs:
             self.mark(t)
 
@@ -312,7 +378,10 @@ class SavedOffload:
             return t
         if key not in self._packed:
             with torch.no_grad():
-                self._packed[key] = _Packed(self.pool.store(_storage_bytes(t)))
+                deferred = self.block_copies.deferred() if self.block_copies else None
+                self._packed[key] = _Packed(self.pool.store(_storage_bytes(t), deferred))
+            if self.block_copies is not None:
+                self.block_copies.packed.append(weakref.ref(self._packed[key]))
         return _PackedView(self._packed[key], t)
 
     @contextlib.contextmanager
@@ -327,21 +396,26 @@ class SavedOffload:
 
 
 class _MarkOutputs(TorchDispatchMode):
-    """Names a block's calls (`name`) and marks the outputs of the ones the
-    plan offloads; `seen` gets every op id named."""
+    """Names a block's calls (`name`), marks the outputs of the ones the
+    plan offloads and acts at the block before's copy triggers; `seen`
+    gets every op id named."""
 
     def __init__(self, name: Callable[[Any], str], offload_ops: Set[str], saved: SavedOffload,
-                 seen: Set[str]):
+                 seen: Set[str], triggers: "Triggers"):
         super().__init__()
         self.name, self.offload_ops, self.saved, self.seen = name, offload_ops, saved, seen
+        self.triggers = triggers
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        self.triggers.resolve()
         if not is_named(func):
-            return out
+            return func(*args, **kwargs)
         op_id = self.name(func)
         self.seen.add(op_id)
+        self.triggers.before(op_id)
+        out = func(*args, **kwargs)
+        self.triggers.after(op_id, out)
         if op_id in self.offload_ops:
             _check_copyable(op_id, func)
             for x in tensors_of(out):
@@ -351,15 +425,144 @@ class _MarkOutputs(TorchDispatchMode):
 
 @contextlib.contextmanager
 def plain_offload(name: Callable[[Any], str], offload_ops: Set[str], inputs: List[torch.Tensor],
-                  pool: HostPool, seen: Set[str]):
+                  pool: HostPool, seen: Set[str], block_copies: "BlockCopies",
+                  triggers: "Triggers"):
     """The context for a forward of a block autograd runs plainly: offloads
-    `inputs` and the outputs of `offload_ops` where autograd saves them."""
-    saved = SavedOffload(pool, inputs)
-    with saved.hooks(), _MarkOutputs(name, offload_ops, saved, seen):
+    `inputs` and the outputs of `offload_ops` where autograd saves them
+    (noted in `block_copies`), and acts at the block before's triggers."""
+    saved = SavedOffload(pool, inputs, block_copies)
+    with saved.hooks(), _MarkOutputs(name, offload_ops, saved, seen, triggers):
         yield
+    triggers.resolve()
 
 
-def input_offload(inputs: List[torch.Tensor], pool: HostPool):
+def input_offload(inputs: List[torch.Tensor], pool: HostPool, block_copies: "BlockCopies"):
     """Saved-tensor hooks around a checkpointed call: packs the inputs named
-    when checkpoint saves them for its re-run."""
-    return SavedOffload(pool, inputs).hooks()
+    when checkpoint saves them for its re-run (noted in `block_copies`)."""
+    return SavedOffload(pool, inputs, block_copies).hooks()
+
+
+class BlockCopies:
+    """What one forward of a block sends to the host, for its own spill
+    trigger and the block after's triggers: weakly, as autograd (and
+    checkpoint's frame) own the copies. Until the block's spill trigger
+    (`defer`), its copies to the host wait in `deferred`, holding their
+    tensors on the device, as the engine is the block before's until then.
+    `copied` (CUDA): an event after the last copy to the host was issued.
+    `plain`: the block ran under plain autograd."""
+
+    def __init__(self, plain: bool, defer: bool) -> None:
+        self.plain = plain
+        self.packed: List["weakref.ref[_Packed]"] = []
+        self.stash: Optional["weakref.ref[_Stash]"] = None
+        self._deferred: List[HostCopy] = []
+        self._deferring = defer
+        self.copied = None
+
+    def deferred(self) -> Optional[List[HostCopy]]:
+        """Where a copy to the host waits, or None to issue it now."""
+        return self._deferred if self._deferring else None
+
+    def flush(self) -> None:
+        """Issues the copies deferred so far; later ones go at once."""
+        self._deferring = False
+        for copy in self._deferred:
+            copy.issue()
+        self._deferred.clear()
+
+    def finish_forward(self, pool: HostPool) -> None:
+        self.flush()
+        self.copied = pool.copies_issued()
+
+    def wait_copied(self) -> None:
+        """Compute waits for every copy to the host this forward issued."""
+        if self.copied is not None:
+            torch.cuda.current_stream().wait_event(self.copied)
+
+    def bring_back(self) -> None:
+        """Issues every copy back, in the order the block's backward needs
+        them: checkpointed, the saved inputs (unpacked as its re-run
+        starts), then the ops' outputs in call order; plain, what autograd
+        saved last first."""
+        for ref in reversed(self.packed) if self.plain else self.packed:
+            packed = ref()
+            if packed is not None:
+                packed.bring_back()
+        stash = self.stash() if self.stash is not None else None
+        if stash is not None:
+            stash.bring_back()
+
+
+class Triggers:
+    """A block's copy triggers in its forward (docs/memory_model.md,
+    "Offload"): before the spill trigger op, compute waits for the block
+    before's copies to the host (`block_before`, CUDA) and the block's own
+    deferred copies go (`own`); a pre-hook on the lead trigger op's
+    autograd node brings back what of the block's own copies is not back
+    yet (their deadline) and, with `block_before_leads`, the block
+    before's copies. The node exists once autograd has wrapped the op's output, which
+    a dispatch mode below autograd sees only at its next call or after the
+    forward (`resolve`). `fired`: the triggers this forward reached,
+    "spill" and "lead"."""
+
+    def __init__(self, spill_op: str, lead_op: str, own: BlockCopies,
+                 block_before: Optional[BlockCopies], block_before_leads: bool) -> None:
+        self.spill_op, self.lead_op, self.own = spill_op, lead_op, own
+        self.block_before, self.block_before_leads = block_before, block_before_leads
+        self.fired: Set[str] = set()
+        # Set by a checkpointed block's policy for _ActAtTriggers.
+        self.pending = PendingCall()
+        self._output = None
+
+    def named(self, func, op_id: str) -> None:
+        """The policy's note of a call it named in the first forward."""
+        if op_id == self.spill_op or op_id == self.lead_op:
+            self.pending.set(func, op_id)
+
+    def before(self, op_id: str) -> None:
+        if op_id == self.spill_op and "spill" not in self.fired:
+            self.fired.add("spill")
+            if self.block_before is not None:
+                self.block_before.wait_copied()
+            self.own.flush()
+
+    def after(self, op_id: str, out) -> None:
+        if op_id == self.lead_op and "lead" not in self.fired:
+            self.fired.add("lead")
+            self._output = out
+
+    def resolve(self) -> None:
+        if self._output is None:
+            return
+        out, self._output = self._output, None
+        node = next((t.grad_fn for t in tensors_of(out) if t.grad_fn is not None), None)
+        if node is None:
+            return
+        own = self.own
+        block_before = self.block_before if self.block_before_leads else None
+
+        def bring_back(grad_outputs):
+            own.bring_back()
+            if block_before is not None:
+                block_before.bring_back()
+
+        node.register_prehook(bring_back)
+
+
+class _ActAtTriggers(TorchDispatchMode):
+    """Under selective checkpointing's forward mode: acts at the triggers
+    of the call its policy just named (`triggers.pending`)."""
+
+    def __init__(self, triggers: Triggers):
+        super().__init__()
+        self.triggers = triggers
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.triggers.resolve()
+        op_id = self.triggers.pending.claim(func)
+        if op_id is not None:
+            self.triggers.before(op_id)
+        out = func(*args, **(kwargs or {}))
+        if op_id is not None:
+            self.triggers.after(op_id, out)
+        return out

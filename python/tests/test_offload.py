@@ -27,8 +27,10 @@ import re
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import sacplan_torch
+from sacplan_torch import offload
 import unseen_blocks
 from sacplan_torch import SacplanError
 from steady_times import steady_times
@@ -108,13 +110,76 @@ def test_offload_plans_peak_host_bytes_and_gradients(captured):
 
 def test_offload_lowers_the_least_peak(captured):
     """What offload is for: a budget no keep-or-recompute plan fits, with
-    the host memory the profile's link has ("auto")."""
+    the host memory the profile's link has ("auto"). On steady_times, as
+    the plans above: the copy windows' triggers follow the times, and on
+    the FLUX-style block's raw capture they fall where offload lowers the
+    least peak no more (docs/memory_model.md, "What it buys")."""
     _, profile = captured
+    profile = steady_times(profile)
     least = smallest_feasible(profile, "auto")
     with pytest.raises(SacplanError, match="smallest feasible peak"):
         sacplan_torch.plan(profile, budget=least - 1, host_budget="auto")
     without = smallest_feasible(profile, 0)
     assert least < without
+
+
+# A link slow enough (50 MB/s) that, on these blocks' CPU times, copies back
+# must start before the backward of the block they belong to: the plans
+# lead them into the next block's backward.
+SLOW_LINK = {"d2h_gbps": 0.05, "h2d_gbps": 0.05, "host_memory_bytes": 1 << 30}
+
+
+def test_copies_back_lead_into_the_next_blocks_backward(monkeypatch):
+    """Copy windows (docs/python.md, "Offload"): a checkpointed block whose
+    plan entry says `lead` gets its copies back from a gradient pre-hook on
+    the next block's `lead_trigger` op, before its own re-run starts; the
+    others at their re-run. Measured peak within 2% of `simulate`'s, host
+    bytes as predicted, gradients as plain autograd's."""
+    kind = "dropout"
+    setup = unseen_blocks.setup(kind, "small")
+    profile = sacplan_torch.capture(setup.model, setup.step, blocks=setup.blocks,
+                                    optimizer=setup.make_optimizer(setup.model),
+                                    name=setup.name, warmup=1, repeats=1, host_link=SLOW_LINK)
+    steady = steady_times(profile)
+    full = sacplan_torch.simulate(steady, sacplan_torch.plan(steady, preset="full"))
+    none = sacplan_torch.simulate(steady, sacplan_torch.plan(steady, preset="none"))
+    plan = sacplan_torch.plan(steady, budget=(full["peak_bytes"] + none["peak_bytes"]) // 2,
+                              host_budget="auto")
+    led = {b["index"] for b in plan["blocks"] if b.get("lead") and b["checkpoint"]}
+    assert led, plan["blocks"]
+    assert all(b.get("spill_trigger") and b.get("lead_trigger") for b in plan["blocks"])
+
+    # Per re-run, whether its block's copies were already on their way.
+    arrived_at_rerun = []
+    enter = offload._ReturnCopies.__enter__
+
+    def noting_enter(self):
+        entries = [e for entries in self.copies.by_op.values() for e in entries]
+        arrived_at_rerun.append(bool(entries) and all(
+            isinstance(leaf, offload._Arriving) for e in entries for leaf in tree_leaves(e)))
+        return enter(self)
+
+    monkeypatch.setattr(offload._ReturnCopies, "__enter__", noting_enter)
+    reference = gradients(unseen_blocks.setup(kind, "small"))
+    checked = unseen_blocks.setup(kind, "small")
+    sacplan_torch.apply_plan(checked.model, plan, blocks=checked.blocks, model_name=checked.name)
+    assert_same_gradients(gradients(checked), reference, "lead")
+    # Only a led block's copies can be on their way as its re-run starts.
+    assert 0 < sum(arrived_at_rerun) <= len(led), arrived_at_rerun
+
+    predicted = sacplan_torch.simulate(profile, plan)
+    fresh = unseen_blocks.setup(kind, "small")
+    applied = sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks,
+                                       model_name=fresh.name)
+    measured = sacplan_torch.measure_peak(
+        fresh.model, fresh.step, optimizer=fresh.make_optimizer(fresh.model), steps=1,
+        timed=False)
+    error = measured.peak_bytes / predicted["peak_bytes"] - 1
+    print(f"lead: blocks {sorted(led)}, peak predicted {predicted['peak_bytes']} measured "
+          f"{measured.peak_bytes} ({100 * error:+.2f}%)")
+    assert abs(error) <= TOLERANCE, error
+    assert applied.host.peak_bytes == predicted["host_peak_bytes"]
+    assert applied.host.live_bytes == 0
 
 
 class _CountCalls(TorchDispatchMode):
@@ -187,6 +252,18 @@ def test_bad_offload_input(captured, tmp_path):
     with pytest.raises(SacplanError, match=r"blocks\[0\]\.offload names op ids the block "
                                            r"does not run: nosuch"):
         setup.step(setup.model)
+    # So is a copy trigger it never runs; against the profile, before.
+    plan = offload_plans(profile)["halfway"]
+    index = next(b["index"] for b in plan["blocks"] if b.get("offload"))
+    plan["blocks"][index]["spill_trigger"] = "nosuch"
+    with pytest.raises(SacplanError, match=rf"plan block {index}'s spill_trigger 'nosuch' is "
+                                           "not an op of the model's block"):
+        sacplan_torch.simulate(profile, plan)
+    fresh = unseen_blocks.setup(kind, "small")
+    sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks, model_name=fresh.name)
+    with pytest.raises(SacplanError, match=rf"blocks\[{index}\]\.spill_trigger names op id "
+                                           "'nosuch', which the block does not run"):
+        fresh.step(fresh.model)
 
 
 def test_auto_checkpoint_offloads_and_explains(captured):

@@ -17,7 +17,9 @@ namespace {
 absl::Status SimulateForReport(const AnalyzedModel& model, ReportPlan& plan) {
   ASSIGN_OR_RETURN(StepResult result,
                    SimulateStep(model, plan.masks, plan.offloaded, plan.semantics,
-                                {.record_timeline = true, .record_events = true}));
+                                {.record_timeline = true,
+                                 .record_events = true,
+                                 .replay = plan.replay}));
   ASSIGN_OR_RETURN(const AllocatorStats replay, ReplayStepEvents(result.events));
   plan.result = std::move(result);
   plan.result.events = {};
@@ -48,6 +50,11 @@ absl::StatusOr<ReportPlan> PlanFromFile(const Profile& profile,
   plan.semantics = file.plan.semantics;
   plan.masks = *std::move(masks);
   plan.offloaded = *std::move(offloaded);
+  absl::StatusOr<CopyReplay> replay = CopyReplayOfPlan(model, file.plan);
+  if (!replay.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(file.path, ": ", replay.status().message()));
+  }
+  plan.replay = *std::move(replay);
   if (absl::Status simulated = SimulateForReport(model, plan); !simulated.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(file.path, ": ", simulated.message()));
   }

@@ -99,7 +99,13 @@ inline std::vector<OffloadPlan> OffloadPlansToCheck(const Model& timed, Semantic
   options.offload = true;
   const Solver solver = *Solver::Create(analyzed, options);
   const SolvedPlan least = *solver.Solve(solver.MinPeakBytes());
-  EXPECT_GT(least.result.offloaded_bytes, 0);
+  // Under torch-sac, whose copy windows a plan cannot decline and whose
+  // copies back lead all together, a config's least peak can be one that
+  // keeping and recomputing reach too (llama-wide's; docs/memory_model.md,
+  // "What it buys").
+  if (semantics == Semantics::kSacplan) {
+    EXPECT_GT(least.result.offloaded_bytes, 0);
+  }
   OffloadPlan inputs{"full+inputs", *PresetMasks(analyzed, "full"), {}};
   for (const BlockAnalysis& block : analyzed.blocks) {
     OffloadMask mask(block.tensors.size(), false);

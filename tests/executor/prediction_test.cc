@@ -105,7 +105,7 @@ WindowedCopies CountWindowedCopies(const AnalyzedModel& analyzed,
     if (plan.offloaded.empty() || plan.offloaded[b].empty()) continue;
     const BlockSchedule schedule =
         LowerBlock(analyzed.blocks[b], plan.masks[b], semantics, plan.offloaded[b],
-                   analyzed.model->host_link, WindowsOf(analyzed.blocks, b, semantics));
+                   analyzed.model->host_link, WindowsOf(analyzed.blocks, b));
     for (const OffloadCopy& copy : schedule.offload.copies) {
       count.spilled += copy.freed_before_next >= 0;
       count.led += copy.led;
@@ -146,7 +146,8 @@ TEST_P(PredictionTest, OffloadPlansPeakAndHoldHostBytesAsPredicted) {
           100 * error, static_cast<long long>((*executor)->last_host_peak_bytes()),
           windowed.spilled, windowed.led);
       // The wide configs' least-peak plans send copies into the neighbour
-      // blocks' windows (sacplan semantics; torch-sac has none), so the
+      // blocks' windows (under sacplan; under torch-sac WanWide's does too,
+      // 5 spilled and 21 led, while LlamaWide's offloads nothing), so the
       // executor's spill and lead are measured too.
       if (semantics == Semantics::kSacplan && plan.name == "offload@least" &&
           GetParam().label.ends_with("Wide")) {
@@ -154,7 +155,9 @@ TEST_P(PredictionTest, OffloadPlansPeakAndHoldHostBytesAsPredicted) {
         EXPECT_GT(windowed.led, 0);
       }
       EXPECT_LE(std::abs(error), 0.02);
-      EXPECT_GT(predicted.host_peak_bytes, 0);
+      if (semantics == Semantics::kSacplan || plan.name != "offload@least") {
+        EXPECT_GT(predicted.host_peak_bytes, 0);
+      }
       EXPECT_EQ((*executor)->last_host_peak_bytes(), predicted.host_peak_bytes);
     }
   }

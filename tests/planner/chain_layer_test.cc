@@ -49,7 +49,7 @@ void ExpectSameStates(const std::vector<ChainState>& a, const std::vector<ChainS
 }
 
 std::vector<ChainState> OfferedInOrder(const std::vector<ChainState>& states) {
-  BucketLayer layer(kQuantumBytes, kMaxPrefixBytes);
+  BucketLayer layer(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
   for (const ChainState& s : states) layer.Offer(s);
   return layer.Frontier();
 }
@@ -82,8 +82,8 @@ TEST(BucketLayerTest, KeptStatesDoNotDependOnTheOrderOfOffers) {
     std::shuffle(shuffled.begin(), shuffled.end(), rng);
     ExpectSameStates(in_order, OfferedInOrder(shuffled));
 
-    BucketLayer mine(kQuantumBytes, kMaxPrefixBytes);
-    BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes);
+    BucketLayer mine(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
+    BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
     for (const ChainState& s : shuffled) (rng() % 2 == 0 ? mine : theirs).Offer(s);
     mine.Absorb(theirs);
     ExpectSameStates(in_order, mine.Frontier());
@@ -91,11 +91,41 @@ TEST(BucketLayerTest, KeptStatesDoNotDependOnTheOrderOfOffers) {
 }
 
 TEST(BucketLayerTest, ClearEmptiesEveryBucket) {
-  BucketLayer layer(kQuantumBytes, kMaxPrefixBytes);
+  BucketLayer layer(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
   for (const ChainState& s : TyingStates(3, 50)) layer.Offer(s);
   ASSERT_FALSE(layer.Frontier().empty());
   layer.Clear();
   EXPECT_TRUE(layer.Frontier().empty());
+}
+
+// Two windowed states in one bucket: the faster holds 300 bytes in the next
+// block, the slower 100. Both are kept with keep_lean (the faster may find
+// no candidate there that fits), only the faster without; a plain state
+// as fast as either beats both.
+TEST(BucketLayerTest, KeepLeanKeepsTheWindowedStateHoldingLeast) {
+  ChainState fast{.prefix_kept_bytes = 10, .value = 1.0, .parent = 0, .candidate = 0,
+                  .rank = 0, .spill_bytes = 0, .lead_bytes = 300};
+  ChainState lean = fast;
+  lean.value = 2.0;
+  lean.candidate = 1;
+  lean.lead_bytes = 100;
+  for (const bool keep_lean : {false, true}) {
+    BucketLayer layer(kQuantumBytes, kMaxPrefixBytes, keep_lean);
+    layer.Offer(lean);
+    layer.Offer(fast);
+    const std::vector<ChainState> kept = layer.Frontier();
+    ASSERT_EQ(kept.size(), keep_lean ? 2u : 1u) << keep_lean;
+    EXPECT_EQ(kept[0].candidate, 0);
+    if (keep_lean) {
+      EXPECT_EQ(kept[1].candidate, 1);
+    }
+    ChainState plain = fast;
+    plain.lead_bytes = 0;
+    plain.candidate = 2;
+    layer.Offer(plain);
+    ASSERT_EQ(layer.Frontier().size(), 1u);
+    EXPECT_EQ(layer.Frontier()[0].candidate, 2);
+  }
 }
 
 // Run over layers of many sizes, one helper for all of them, keeps what
@@ -103,7 +133,7 @@ TEST(BucketLayerTest, ClearEmptiesEveryBucket) {
 // (up to a second) for the helper to take one, so that both offer.
 TEST(LayerSplitTest, KeepsWhatOneThreadKeeps) {
   LayerSplit split;
-  BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes);
+  BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
   const std::thread::id caller = std::this_thread::get_id();
   for (const int count : {1, 2, 7, 64, 500, 3000}) {
     for (uint32_t seed = 1; seed <= 3; ++seed) {
@@ -126,9 +156,9 @@ TEST(LayerSplitTest, KeepsWhatOneThreadKeeps) {
           for (int j = 0; j < 4; ++j) into.Offer(pool[4 * i + j]);
         }
       };
-      BucketLayer alone(kQuantumBytes, kMaxPrefixBytes);
+      BucketLayer alone(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
       for (int i = 0; i < 4 * count; ++i) alone.Offer(pool[i]);
-      BucketLayer mine(kQuantumBytes, kMaxPrefixBytes);
+      BucketLayer mine(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
       split.Run(count, mine, theirs, offer);
       EXPECT_TRUE(helper_offered || count == 1);
       ExpectSameStates(alone.Frontier(), mine.Frontier());

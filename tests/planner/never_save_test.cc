@@ -83,7 +83,7 @@ TEST(NeverSaveTest, APlanSavingOneInACheckpointedBlockIsRefused) {
   ASSERT_TRUE(analyzed.ok());
   Plan plan;
   for (size_t b = 0; b < model.blocks.size(); ++b) {
-    plan.blocks.push_back({static_cast<int>(b), {model.blocks[b].ops[0].id}, {}});
+    plan.blocks.push_back({static_cast<int>(b), {model.blocks[b].ops[0].id}, {}, "", ""});
   }
   auto masks = MasksFromPlan(*analyzed, plan);
   ASSERT_FALSE(masks.ok());

@@ -51,24 +51,22 @@ TEST_P(OffloadModelTest, FasterAtThePresetsPeaksAndFitsFarBelowFull) {
   EXPECT_LE(at_full.result.peak_bytes, full.peak_bytes);
   EXPECT_LE(at_full.result.host_peak_bytes, profile_->model.host_link.host_memory_bytes);
   // Keep-or-recompute: 1.000x full (torch-sac), 0.910x (sacplan). Offload
-  // measured 0.836x and, its copies reaching into the neighbour blocks'
-  // windows, 0.807x (docs/memory_model.md, "Offload"); the issue asks
-  // 0.82x and 0.81x.
+  // measured, its copies reaching into the neighbour blocks' windows,
+  // 0.807x under both (0.836x and 0.814x without the windows;
+  // docs/memory_model.md, "Offload"); the issue asks 0.82x and 0.81x.
   EXPECT_LT(at_full.result.step_ms,
-            (semantics == Semantics::kTorchSac ? 0.84 : 0.81) * full.step_ms)
+            (semantics == Semantics::kTorchSac ? 0.82 : 0.81) * full.step_ms)
       << SemanticsName(semantics);
   EXPECT_LT(at_full.result.step_ms, 0.92 * without.Solve(full.peak_bytes)->result.step_ms);
 
   const StepResult attn_only = Preset("attn_only");
   const SolvedPlan at_attn = *with.Solve(attn_only.peak_bytes);
   EXPECT_LT(at_attn.result.step_ms, without.Solve(attn_only.peak_bytes)->result.step_ms);
-  // Measured 0.989x (torch-sac: what comes back is needed during the
-  // re-run) and 0.968x (sacplan, with the windows) of attn_only's step; the
-  // issue asks 0.97x.
-  EXPECT_LT(at_attn.result.step_ms,
-            (semantics == Semantics::kTorchSac ? 0.995 : 0.97) * attn_only.step_ms);
+  // Measured 0.969x (torch-sac) and 0.968x (sacplan) of attn_only's step
+  // with the windows (0.989x and 0.977x without); the issue asks 0.97x.
+  EXPECT_LT(at_attn.result.step_ms, 0.97 * attn_only.step_ms) << SemanticsName(semantics);
 
-  // Below full's peak nothing fitted; now 0.76x (torch-sac) and 0.70x
+  // Below full's peak nothing fitted; now 0.81x (torch-sac) and 0.71x
   // (sacplan) of it do, the issue asking 0.85x and 0.80x.
   EXPECT_GE(without.MinPeakBytes(), 0.94 * full.peak_bytes);
   const double least = static_cast<double>(with.MinPeakBytes()) / full.peak_bytes;

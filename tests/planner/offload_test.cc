@@ -204,7 +204,7 @@ TEST(OffloadWindowsTest, WindowsOfTheChainByHand) {
   EXPECT_EQ(SpillTriggerOp(analyzed.blocks[0]), 1);
   EXPECT_EQ(LeadTriggerOp(analyzed.blocks[0]), 0);
   for (int b = 0; b < 3; ++b) {
-    const CopyWindows windows = WindowsOf(analyzed.blocks, b, Semantics::kSacplan);
+    const CopyWindows windows = WindowsOf(analyzed.blocks, b);
     // Every block, the first too, keeps its copies to the host after the
     // block before's spill (fc's 3 ms) and its copies back before its fc
     // backward, where the block before's lead starts.
@@ -219,15 +219,13 @@ TEST(OffloadWindowsTest, WindowsOfTheChainByHand) {
       EXPECT_DOUBLE_EQ(windows.lead_ms, 0.0);
       EXPECT_EQ(windows.lead_trigger_op, -1);
     }
-    // torch-sac's copies are sacplan_torch's to place: none.
-    EXPECT_TRUE(WindowsOf(analyzed.blocks, b, Semantics::kTorchSac) == CopyWindows());
   }
 }
 
 TEST(OffloadWindowsTest, CopiesReachTheNeighboursByHand) {
   const AnalyzedModel analyzed = *AnalyzeModel(testing::ChainModel(2));
   const BlockAnalysis& block = analyzed.blocks[0];
-  const CopyWindows windows = WindowsOf(analyzed.blocks, 0, Semantics::kSacplan);
+  const CopyWindows windows = WindowsOf(analyzed.blocks, 0);
   const BlockSchedule s =
       LowerBlock(block, kSaveAll, Semantics::kSacplan, kFcOut, kLink, windows);
   ASSERT_EQ(s.offload.copies.size(), 1u);
@@ -261,6 +259,44 @@ TEST(OffloadWindowsTest, CopiesReachTheNeighboursByHand) {
   EXPECT_EQ(cost.early_forward_peak_bytes, 600);
   EXPECT_EQ(cost.backward_peak_bytes, EvaluateBlock(block, kSaveAll, Semantics::kSacplan)
                                           .backward_peak_bytes);
+
+  // Offloading x too (read first by fc's backward, from 1.5 ms: its latest
+  // start is 1 ms): sacplan leads fc.out alone and issues x before act's
+  // backward (0.5 to 1.5 ms), while torch-sac leads every copy once one is
+  // led, as sacplan_torch issues a block's copies back from one gradient
+  // hook on the next block's fc. Over an instant link nothing is led.
+  const OffloadMask both{true, true, false, false};
+  constexpr HostLink kInstant{1e9, 1e9, 1 << 20};
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    const bool torch_sac = semantics == Semantics::kTorchSac;
+    const BlockSchedule two = LowerBlock(block, kSaveAll, semantics, both, kLink, windows);
+    ASSERT_EQ(two.offload.copies.size(), 2u);
+    const OffloadCopy& x_back = two.offload.copies[0];
+    EXPECT_EQ(two.offload.copies[1].led, true) << SemanticsName(semantics);
+    EXPECT_EQ(x_back.led, torch_sac) << SemanticsName(semantics);
+    EXPECT_EQ(x_back.prefetch_before, torch_sac ? 0 : 1) << SemanticsName(semantics);
+    EXPECT_EQ(two.offload.lead_trigger_op, 0);
+    EXPECT_EQ(EvaluateSchedule(block, two).lead_bytes, torch_sac ? 600 : 400)
+        << SemanticsName(semantics);
+    const BlockSchedule instant = LowerBlock(block, kSaveAll, semantics, both, kInstant, windows);
+    EXPECT_FALSE(instant.offload.copies[0].led || instant.offload.copies[1].led);
+    EXPECT_EQ(instant.offload.lead_trigger_op, -1);
+    EXPECT_EQ(EvaluateSchedule(block, instant).lead_bytes, 0);
+    // Replaying a plan that records block 0's lead: under torch-sac every
+    // copy leads, as sacplan_torch brings them back from the hook; under
+    // sacplan the times still decide which.
+    const CopyReplay recorded{{TriggersOf(block), TriggersOf(analyzed.blocks[1])},
+                              {Lead::kRecorded, Lead::kNone}};
+    const BlockSchedule replayed = LowerBlock(block, kSaveAll, semantics, both, kInstant,
+                                              WindowsOf(analyzed.blocks, 0, recorded));
+    EXPECT_EQ(replayed.offload.copies[0].led, torch_sac) << SemanticsName(semantics);
+    EXPECT_EQ(replayed.offload.copies[1].led, torch_sac) << SemanticsName(semantics);
+    // Recorded without a lead: none, however slow the link.
+    const CopyReplay declined{recorded.triggers, {Lead::kNone, Lead::kNone}};
+    const BlockSchedule kept_in = LowerBlock(block, kSaveAll, semantics, both, kLink,
+                                             WindowsOf(analyzed.blocks, 0, declined));
+    EXPECT_FALSE(kept_in.offload.copies[0].led || kept_in.offload.copies[1].led);
+  }
 
   // A link four times slower to the host: the copy, 3 to 11, outlasts the
   // spill window (the next block's fc, to 7.5): compute waits 3.5 there.

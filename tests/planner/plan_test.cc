@@ -200,7 +200,7 @@ TEST_F(OffloadPlanTest, OffloadListsAndMasksConvertBothWays) {
   const std::vector<OffloadMask> offloaded{
       {true, true, false, false}, {false, true, false, false}, {}};
   Plan plan = MakePlan(masks_);
-  plan.blocks = BlockPlansFromMasks(analyzed_, masks_, offloaded);
+  plan.blocks = BlockPlansFromMasks(analyzed_, masks_, offloaded, plan.semantics);
   EXPECT_EQ(plan.blocks[0].offload, (std::vector<std::string>{"x", "fc"}));
   EXPECT_EQ(plan.blocks[1].offload, (std::vector<std::string>{"fc"}));
   EXPECT_TRUE(plan.blocks[2].offload.empty());
@@ -217,7 +217,7 @@ TEST_F(OffloadPlanTest, OffloadListsAndMasksConvertBothWays) {
 TEST_F(OffloadPlanTest, JsonOfAnOffloadPlanIsSchemaTwoAndReadsBack) {
   Plan plan = MakePlan(masks_);
   const std::vector<OffloadMask> offloaded{{true, false, false, false}, {}, {}};
-  plan.blocks = BlockPlansFromMasks(analyzed_, masks_, offloaded);
+  plan.blocks = BlockPlansFromMasks(analyzed_, masks_, offloaded, plan.semantics);
   SetPrediction(*SimulateStep(analyzed_, masks_, offloaded, plan.semantics), plan);
   EXPECT_EQ(plan.predicted.offloaded_bytes, 200);
   const nlohmann::json doc = PlanToJson(plan, analyzed_);
@@ -231,6 +231,35 @@ TEST_F(OffloadPlanTest, JsonOfAnOffloadPlanIsSchemaTwoAndReadsBack) {
   EXPECT_EQ(read->predicted.offloaded_bytes, 200);
   EXPECT_EQ(read->predicted.host_peak_bytes, 200);
   EXPECT_DOUBLE_EQ(read->predicted.exposed_copy_ms, plan.predicted.exposed_copy_ms);
+  // Every block records its copy triggers (by the times: the chain
+  // block's act and fc); block 0's x comes back within its own backward
+  // (from 1 ms, for fc's backward at 1.5), so nothing leads. All read back.
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(doc["blocks"][b]["spill_trigger"], "act");
+    EXPECT_EQ(doc["blocks"][b]["lead_trigger"], "fc");
+  }
+  EXPECT_EQ(read->blocks[1].spill_trigger, "act");
+  EXPECT_EQ(read->blocks[2].lead_trigger, "fc");
+  EXPECT_FALSE(doc["blocks"][0].contains("lead"));
+  EXPECT_FALSE(read->blocks[0].lead);
+  const CopyReplay replay = *CopyReplayOfPlan(analyzed_, *read);
+  EXPECT_EQ(replay.triggers, (std::vector<BlockTriggers>(3, BlockTriggers{1, 0})));
+  // A trigger that is not an op of its block, or triggers on some blocks
+  // only, are refused; none at all replays without windows.
+  Plan edited = *read;
+  edited.blocks[1].lead_trigger = "nope";
+  EXPECT_NE(CopyReplayOfPlan(analyzed_, edited).status().message().find(
+                "plan block 1's lead_trigger 'nope' is not an op"),
+            std::string::npos);
+  edited = *read;
+  edited.blocks[2].spill_trigger.clear();
+  EXPECT_NE(CopyReplayOfPlan(analyzed_, edited).status().message().find(
+                "plan block 2 has no spill_trigger"),
+            std::string::npos);
+  for (BlockPlan& block : edited.blocks) block = {block.index, block.save, block.offload, "", "",
+                                                  false};
+  EXPECT_EQ(CopyReplayOfPlan(analyzed_, edited)->triggers,
+            (std::vector<BlockTriggers>(3, BlockTriggers{})));
   // Without offload the plan stays schema 1, as before.
   EXPECT_EQ(PlanToJson(MakePlan(masks_), analyzed_)["schema"], kPlanSchema);
   // A schema-1 plan that offloads is refused: its older readers would

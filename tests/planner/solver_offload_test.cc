@@ -68,15 +68,19 @@ TEST(SolverOffloadTest, NeverSlowerThanKeepOrRecomputeAlone) {
         EXPECT_LE(plan->result.step_ms, point.result.step_ms + 1e-9) << "seed " << seed;
       }
       const std::vector<SolvedPlan> offload_frontier = with.Frontier(12);
-      // What a plan file says reads back to the same step.
+      // What a plan file says reads back to the same step, replayed at the
+      // triggers and lead choices it records.
       for (const SolvedPlan& plan : offload_frontier) {
         Plan written;
         written.semantics = semantics;
-        written.blocks = BlockPlansFromMasks(analyzed, plan.masks, plan.offloaded);
+        written.blocks = BlockPlansFromMasks(analyzed, plan.masks, plan.offloaded, semantics);
         const std::vector<SaveMask> masks = *MasksFromPlan(analyzed, written);
         const std::vector<OffloadMask> offloaded =
             *OffloadMasksFromPlan(analyzed, written, masks);
-        const StepResult read = *SimulateStep(analyzed, masks, offloaded, semantics);
+        const CopyReplay replay = *CopyReplayOfPlan(analyzed, written);
+        EXPECT_EQ(replay.triggers.size(), plan.offloaded.empty() ? 0 : analyzed.blocks.size());
+        const StepResult read =
+            *SimulateStep(analyzed, masks, offloaded, semantics, {.replay = replay});
         EXPECT_EQ(read.peak_bytes, plan.result.peak_bytes);
         EXPECT_DOUBLE_EQ(read.step_ms, plan.result.step_ms);
         EXPECT_EQ(read.offloaded_bytes, plan.result.offloaded_bytes);

@@ -47,11 +47,13 @@ class PlanExecutor {
   // memory on one side stream and back on another, and compute waits for
   // them only at the forward's end (or the next block's spill trigger,
   // CopyWindows) and before the first step reading a tensor back
-  // (executor/src/host_copies.h). InvalidArgument for a graph
-  // or mask mismatch or a model without a host link.
+  // (executor/src/host_copies.h). `replay`: a plan file's copy triggers
+  // and lead choices (CopyReplayOfPlan); empty: as the times decide.
+  // InvalidArgument for a graph or mask mismatch or a model without a
+  // host link.
   static absl::StatusOr<std::unique_ptr<PlanExecutor>> Create(
       const TorchModel& model, std::vector<SaveMask> masks, Semantics semantics,
-      const Model& timed, std::vector<OffloadMask> offloaded);
+      const Model& timed, std::vector<OffloadMask> offloaded, CopyReplay replay = {});
 
   // Applies a plan file's decisions. InvalidArgument, naming the mismatch,
   // when the plan was made for another model (name, or shape when the plan
@@ -96,7 +98,8 @@ class PlanExecutor {
   // `analyzed` is of model.graph(), or of `timed` when offloading.
   PlanExecutor(const TorchModel& model, std::vector<SaveMask> masks,
                Semantics semantics, std::shared_ptr<const Model> timed,
-               AnalyzedModel analyzed, std::vector<OffloadMask> offloaded);
+               AnalyzedModel analyzed, std::vector<OffloadMask> offloaded,
+               const CopyReplay& replay);
 
   const TorchModel& model_;
   std::vector<SaveMask> masks_;

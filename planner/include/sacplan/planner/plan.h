@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,17 @@ struct BlockPlan {
   // op ids (all of an op's kept outputs; the op must be saved) and carried
   // input ids, inputs first, then ops in block order. Empty: none.
   std::vector<std::string> offload;
+  // Copy windows (docs/memory_model.md, "Offload"), written on every block
+  // of a plan that offloads: the op ids of this block where the block
+  // before's copies to the host are done and this block's start
+  // (spill_trigger), and where the block before's led copies back are
+  // issued and this block's are back (lead_trigger); whether this block's
+  // copies back lead into the next block's backward (lead). The planner
+  // takes the triggers from the profile's times (TriggersOf); replaying
+  // the plan (CopyReplayOfPlan) and sacplan_torch act at them.
+  std::string spill_trigger;
+  std::string lead_trigger;
+  bool lead = false;
 };
 
 struct Prediction {
@@ -72,10 +84,16 @@ struct Plan {
 
 // Save masks -> plan blocks (op ids) for `model`; with offload masks (or
 // none: empty), each block's offload list too (the kept tensors the masks
-// mark, by op or carried input id).
+// mark, by op or carried input id), and, when anything is offloaded, the
+// copy windows of the step `semantics` lowers.
 std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
                                            const std::vector<SaveMask>& masks,
-                                           const std::vector<OffloadMask>& offloaded = {});
+                                           const std::vector<OffloadMask>& offloaded,
+                                           Semantics semantics);
+inline std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
+                                                  const std::vector<SaveMask>& masks) {
+  return BlockPlansFromMasks(model, masks, {}, Semantics::kSacplan);
+}
 // Whether any block of the plan offloads.
 bool PlanOffloads(const Plan& plan);
 // Plan blocks -> save masks, checking that there is one entry per block and
@@ -88,9 +106,19 @@ absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
 // save, a collective (its output stays on the device), an autocast-cached
 // cast (the cache holds it anyway), the block output's producer (the next
 // block keeps it) or a shared input are refused, naming the block and the
-// id; so is offloading at all when the model has no host link.
+// id; so is offloading at all when the model has no host link, and copy
+// triggers CopyReplayOfPlan refuses.
 absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
     const AnalyzedModel& model, const Plan& plan, const std::vector<SaveMask>& masks);
+
+// How `plan` replays its copies on `model` (SimulateOptions::replay,
+// PlanExecutor::Create): its blocks' triggers and lead choices; empty for
+// a plan that offloads nothing. A plan that records no triggers (written
+// before they were, or by hand) replays without windows: each block's
+// copies within its own forward and backward, as sacplan_torch then runs
+// them. InvalidArgument for a trigger that is not an op of its block, or
+// a plan recording them on some blocks only.
+absl::StatusOr<CopyReplay> CopyReplayOfPlan(const AnalyzedModel& model, const Plan& plan);
 
 // 16 hex digits: a 64-bit FNV-1a hash of the op graph's structure (the
 // block count and, per block, its inputs and each op's id, kind, inputs and

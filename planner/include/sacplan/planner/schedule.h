@@ -173,7 +173,7 @@ struct BlockCopies {
   int spill_trigger = -1;
   double spill_wait_ms = 0;
   // With a lead: the op of the next block before whose backward step the
-  // led copies back are issued; -1: none.
+  // led copies back are issued; -1: none led.
   int lead_trigger_op = -1;
   double exposed_ms = 0;      // the sum of the waits
   int64_t host_bytes = 0;     // the copies' bytes, held on the host
@@ -322,6 +322,31 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
                          Semantics semantics, const OffloadMask& offloaded,
                          const HostLink& link);
 
+// Whether a block's copies back lead into the next block's backward: as
+// its times decide (planning), or as a plan records it (replaying the
+// plan: BlockPlan::lead, which sacplan_torch acts on): then under
+// torch-sac every copy leads, or none does.
+enum class Lead { kByTimes, kRecorded, kNone };
+
+// The ops of a block where the block before's copy windows end: its spill
+// trigger (the block before's copies to the host are done before it, and
+// the block's own start from it) and its lead trigger (the block before's
+// led copies back are issued before its backward step, and the block's
+// own are back by then); -1: none.
+struct BlockTriggers {
+  int spill_op = -1;
+  int lead_op = -1;
+
+  bool operator==(const BlockTriggers&) const = default;
+};
+
+// How a plan file replays its copies (CopyReplayOfPlan): per block, its
+// triggers and whether its copies back lead. Empty: as the times decide.
+struct CopyReplay {
+  std::vector<BlockTriggers> triggers;
+  std::vector<Lead> leads;
+};
+
 // Offload's windows beyond a block's own forward and backward
 // (docs/memory_model.md, "Offload"), fixed by the blocks around it, not by
 // any plan. Defaults: none, a block's copies live inside its own forward
@@ -341,6 +366,8 @@ struct CopyWindows {
   // backward step. 0 and -1: no lead.
   double lead_ms = 0;
   int lead_trigger_op = -1;
+  // The plan records the lead (Lead::kRecorded).
+  bool lead_recorded = false;
   // The op before whose backward step every copy back of this block has
   // arrived: where the block before's lead starts. -1: none.
   int h2d_deadline_op = -1;
@@ -355,17 +382,20 @@ struct CopyWindows {
 inline constexpr double kSpillFraction = 0.5;
 inline constexpr double kLeadFraction = 0.5;
 
-// The windows of block `b` of `blocks` (AnalyzeBlock's, in step order)
-// under `semantics`. The last block neither spills nor leads; the first
-// keeps to the windows of a block before it, as the others do. None under
-// torch-sac, whose copies sacplan_torch places (docs/python.md).
-CopyWindows WindowsOf(const std::vector<BlockAnalysis>& blocks, int b, Semantics semantics,
-                      double spill_fraction = kSpillFraction,
-                      double lead_fraction = kLeadFraction);
+// The windows of block `b` of `blocks` (AnalyzeBlock's, in step order),
+// the same under both semantics: sacplan_torch acts at the same ops
+// (docs/python.md, "Offload"). The last block neither spills nor leads;
+// the first keeps to the windows of a block before it, as the others do.
+// With `replay` (a plan's), its triggers and lead choices instead of the
+// times'.
+CopyWindows WindowsOf(const std::vector<BlockAnalysis>& blocks, int b,
+                      const CopyReplay& replay = {});
 // The op of `block` before whose forward the block before's spill ends,
 // and the op before whose backward step its lead starts; -1: none.
 int SpillTriggerOp(const BlockAnalysis& block, double spill_fraction = kSpillFraction);
 int LeadTriggerOp(const BlockAnalysis& block, double lead_fraction = kLeadFraction);
+// Both, by the block's times.
+BlockTriggers TriggersOf(const BlockAnalysis& block);
 
 // The index in `schedule.backward` of op `op`'s backward step; -1 for
 // op -1.

@@ -68,6 +68,9 @@ struct SimulateOptions {
   // Every allocation and free of the step, in order (MemoryEvent). With the
   // timeline recorded too, an event's `moment` indexes the timeline.
   bool record_events = false;
+  // A plan file's triggers and lead choices (CopyReplayOfPlan); empty: as
+  // the times decide.
+  CopyReplay replay = {};
 };
 
 // masks[b] is block b's save mask (one entry per op). Fails with
@@ -89,6 +92,13 @@ absl::Status HostLinkMissing();
 // them (sacplan_torch would copy them to the host all the same).
 void DropHeldInputOffloads(const AnalyzedModel& model, const std::vector<SaveMask>& masks,
                            Semantics semantics, std::vector<OffloadMask>& offloaded);
+
+// Every block's schedule as SimulateStep lowers it, with its offload copies
+// in their windows (`masks` and `offloaded` as SimulateStep checks them).
+std::vector<BlockSchedule> LowerStep(const AnalyzedModel& model,
+                                     const std::vector<SaveMask>& masks,
+                                     const std::vector<OffloadMask>& offloaded,
+                                     Semantics semantics, const CopyReplay& replay = {});
 
 // The same with offload: offloaded[b] is block b's OffloadMask (empty: none),
 // or `offloaded` is empty. Fails with InvalidArgument when a mask's length is

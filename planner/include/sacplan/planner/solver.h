@@ -207,6 +207,9 @@ class Solver {
   // Offload copies may reach a neighbour block (CopyWindows): the chain
   // checks where they land.
   bool windows_ = false;
+  // Every block's save sets are enumerated (small blocks): the chain keeps
+  // what it takes to stay exact (BucketLayer's keep_lean).
+  bool enumerates_every_block_ = false;
 };
 
 }  // namespace sacplan

@@ -27,6 +27,7 @@ struct ReportPlan {
   Semantics semantics = Semantics::kSacplan;
   std::vector<SaveMask> masks;  // one per block
   std::vector<OffloadMask> offloaded;  // one per block, or empty: none
+  CopyReplay replay;  // a plan file's (CopyReplayOfPlan); empty: as the times decide
   StepResult result;            // simulated with the timeline recorded
   // What PyTorch's caching allocator would reserve for the step
   // (sacplan/planner/caching_allocator.h).
