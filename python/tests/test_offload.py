@@ -76,6 +76,25 @@ def offload_plans(profile: dict) -> dict:
             for label, (budget, host_budget) in budgets.items()}
 
 
+def assert_measured_as_predicted(kind: str, plan: dict, predicted: dict, label: str) -> None:
+    """A whole AdamW step of `plan` applied to a fresh `kind` block: its
+    measured peak within TOLERANCE of `predicted`'s, the host memory it
+    held at most as predicted, byte for byte, and none left after."""
+    fresh = unseen_blocks.setup(kind, "small")
+    applied = sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks,
+                                       model_name=fresh.name)
+    measured = sacplan_torch.measure_peak(
+        fresh.model, fresh.step, optimizer=fresh.make_optimizer(fresh.model), steps=1,
+        timed=False)
+    error = measured.peak_bytes / predicted["peak_bytes"] - 1
+    print(f"{label}: peak predicted {predicted['peak_bytes']} measured "
+          f"{measured.peak_bytes} ({100 * error:+.2f}%), host {applied.host.peak_bytes} "
+          f"of {predicted['host_peak_bytes']} predicted")
+    assert abs(error) <= TOLERANCE, (label, error)
+    assert applied.host.peak_bytes == predicted["host_peak_bytes"], label
+    assert applied.host.live_bytes == 0, label
+
+
 def test_offload_plans_peak_host_bytes_and_gradients(captured):
     kind, profile = captured
     reference = gradients(unseen_blocks.setup(kind, "small"))
@@ -92,19 +111,7 @@ def test_offload_plans_peak_host_bytes_and_gradients(captured):
                                  model_name=checked.name)
         assert_same_gradients(gradients(checked), reference, f"{kind} {label}")
 
-        fresh = unseen_blocks.setup(kind, "small")
-        applied = sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks,
-                                           model_name=fresh.name)
-        measured = sacplan_torch.measure_peak(
-            fresh.model, fresh.step, optimizer=fresh.make_optimizer(fresh.model), steps=1,
-            timed=False)
-        error = measured.peak_bytes / predicted["peak_bytes"] - 1
-        print(f"{kind} {label}: peak predicted {predicted['peak_bytes']} measured "
-              f"{measured.peak_bytes} ({100 * error:+.2f}%), host {applied.host.peak_bytes} "
-              f"of {predicted['host_peak_bytes']} predicted")
-        assert abs(error) <= TOLERANCE, (kind, label, error)
-        assert applied.host.peak_bytes == predicted["host_peak_bytes"], (kind, label)
-        assert applied.host.live_bytes == 0, (kind, label)
+        assert_measured_as_predicted(kind, plan, predicted, f"{kind} {label}")
     assert ways == {"checkpointed", "plain"}, (kind, ways)
 
 
@@ -167,19 +174,8 @@ def test_copies_back_lead_into_the_next_blocks_backward(monkeypatch):
     # Only a led block's copies can be on their way as its re-run starts.
     assert 0 < sum(arrived_at_rerun) <= len(led), arrived_at_rerun
 
-    predicted = sacplan_torch.simulate(profile, plan)
-    fresh = unseen_blocks.setup(kind, "small")
-    applied = sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks,
-                                       model_name=fresh.name)
-    measured = sacplan_torch.measure_peak(
-        fresh.model, fresh.step, optimizer=fresh.make_optimizer(fresh.model), steps=1,
-        timed=False)
-    error = measured.peak_bytes / predicted["peak_bytes"] - 1
-    print(f"lead: blocks {sorted(led)}, peak predicted {predicted['peak_bytes']} measured "
-          f"{measured.peak_bytes} ({100 * error:+.2f}%)")
-    assert abs(error) <= TOLERANCE, error
-    assert applied.host.peak_bytes == predicted["host_peak_bytes"]
-    assert applied.host.live_bytes == 0
+    assert_measured_as_predicted(kind, plan, sacplan_torch.simulate(profile, plan),
+                                 f"lead from blocks {sorted(led)}")
 
 
 class _CountCalls(TorchDispatchMode):
