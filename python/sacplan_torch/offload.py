@@ -20,14 +20,15 @@ Three ways in, one per place PyTorch keeps an activation for backward
   offloaded ops' outputs and the hooks pack those (and offloaded inputs).
   Tensors saved twice are copied once.
 
-A block's copies reach into the next block's (docs/memory_model.md,
-"Offload", copy windows): the plan names, on the next block, the op before
-which they must be done (`spill_trigger`: on CUDA compute waits there for
-the copy stream) and the op whose backward brings them back
-(`lead_trigger`): a gradient pre-hook on that op's node, registered in the
-next block's first forward, issues every copy back of the block before
-(`BlockCopies.bring_back`). It fires after the next block's re-run, as
-the gradient reaches that op; the re-run's own nodes are never run.
+A block's copies reach into its neighbours' time (docs/memory_model.md,
+"Offload", copy windows). The plan names, on each block, its
+`spill_trigger`: its own copies to the host wait until that op, where on
+CUDA compute first waits for the block before's; and its `lead_trigger`:
+a gradient pre-hook on that op's node, registered in the first forward,
+brings back what of the block's own copies is not back yet and, when the
+block before has `lead`, every copy of that block (`Triggers`,
+`BlockCopies`). It fires after the block's re-run, as the gradient
+reaches that op; the re-run's own nodes are never run.
 
 On CPU the host copies live in NumPy buffers, outside PyTorch's CPU
 allocator, so measure_peak's allocation record (the "device") does not see
@@ -355,7 +356,7 @@ class SavedOffload:
     output, or saves several."""
 
     def __init__(self, pool: HostPool, inputs: List[torch.Tensor],
-                 block_copies: Optional["BlockCopies"] = None) -> None:
+                 block_copies: "BlockCopies") -> None:
         self.pool = pool
         self.offloaded: Dict[Any, StorageWeakRef] = {}
         self._packed: Dict[Any, _Packed] = {}
@@ -378,10 +379,9 @@ class SavedOffload:
             return t
         if key not in self._packed:
             with torch.no_grad():
-                deferred = self.block_copies.deferred() if self.block_copies else None
-                self._packed[key] = _Packed(self.pool.store(_storage_bytes(t), deferred))
-            if self.block_copies is not None:
-                self.block_copies.packed.append(weakref.ref(self._packed[key]))
+                self._packed[key] = _Packed(
+                    self.pool.store(_storage_bytes(t), self.block_copies.deferred()))
+            self.block_copies.packed.append(weakref.ref(self._packed[key]))
         return _PackedView(self._packed[key], t)
 
     @contextlib.contextmanager
@@ -500,9 +500,9 @@ class Triggers:
     deferred copies go (`own`); a pre-hook on the lead trigger op's
     autograd node brings back what of the block's own copies is not back
     yet (their deadline) and, with `block_before_leads`, the block
-    before's copies. The node exists once autograd has wrapped the op's output, which
-    a dispatch mode below autograd sees only at its next call or after the
-    forward (`resolve`). `fired`: the triggers this forward reached,
+    before's copies. The node exists once autograd has wrapped the op's
+    output, which a dispatch mode below autograd sees only at its next
+    call or after the forward (`resolve`). `fired`: the triggers this forward reached,
     "spill" and "lead"."""
 
     def __init__(self, spill_op: str, lead_op: str, own: BlockCopies,

@@ -348,9 +348,9 @@ struct CopyReplay {
 };
 
 // Offload's windows beyond a block's own forward and backward
-// (docs/memory_model.md, "Offload"), fixed by the blocks around it, not by
-// any plan. Defaults: none, a block's copies live inside its own forward
-// and backward.
+// (docs/memory_model.md, "Offload"), fixed by the blocks around it (their
+// times, or the triggers a plan records: CopyReplay). Defaults: none, a
+// block's copies live inside its own forward and backward.
 struct CopyWindows {
   // Spill: the ends of the next block's forward steps before its spill
   // trigger op, from the next block's forward start (ms, one per step).
