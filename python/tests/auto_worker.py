@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 import sacplan_torch
+from rank_exit import exit_rank
 
 
 class Block(nn.Module):
@@ -70,3 +71,4 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_rank(0)

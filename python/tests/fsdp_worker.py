@@ -32,6 +32,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from rank_exit import exit_rank
 import toy_transformer
 from toy_transformer import Net
 
@@ -198,4 +199,4 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_rank(main(sys.argv))

@@ -16,7 +16,9 @@ def torchrun(worker: Path, ranks: int, args, port: int, timeout_s: int) -> None:
     """Runs `worker` on `ranks` processes, one intra-op thread each (the
     machine has 2 cores); a timeout or a failing rank fails the calling test
     with the ranks' last lines."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # PYTHONFAULTHANDLER: a rank that dies of SIGSEGV or SIGABRT prints
+    # where it was.
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
            "--master_addr", "127.0.0.1", "--master_port", str(port), str(worker),
            *map(str, args)]
@@ -25,9 +27,13 @@ def torchrun(worker: Path, ranks: int, args, port: int, timeout_s: int) -> None:
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"torchrun did not finish in {timeout_s} s:\n{exc.stdout}\n{exc.stderr}")
     if proc.returncode != 0:
-        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
-                 if l.startswith("[rank") or "Error" in l]
-        pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(lines[-60:]))
+        # The ranks' own errors, then the launcher's summary as it printed it:
+        # a rank killed by a signal leaves no traceback, only the summary's
+        # exitcode and signal name.
+        lines = (proc.stdout + proc.stderr).splitlines()
+        errors = [l for l in lines if l.startswith("[rank") or "Error" in l]
+        pytest.fail(f"torchrun exited {proc.returncode}:\n" + "\n".join(errors[-40:])
+                    + "\n--- last lines ---\n" + "\n".join(lines[-30:]))
 
 
 def assert_close(actual, expected, what: str, rtol: float) -> None:

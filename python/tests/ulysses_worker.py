@@ -37,6 +37,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 import sacplan_torch  # noqa: E402
+from rank_exit import exit_rank  # noqa: E402
 import ulysses_dit  # noqa: E402
 from sacplan_torch.naming import is_collective  # noqa: E402
 
@@ -195,4 +196,4 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_rank(main(sys.argv))
