@@ -141,10 +141,6 @@ std::string OffloadRefusal(const BlockAnalysis& analysis, const SaveMask& saved,
 
 }  // namespace
 
-namespace {
-
-}  // namespace
-
 absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
     const AnalyzedModel& model, const Plan& plan, const std::vector<SaveMask>& masks) {
   if (!PlanOffloads(plan)) return std::vector<OffloadMask>();
@@ -183,12 +179,12 @@ absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
 
 absl::StatusOr<CopyReplay> CopyReplayOfPlan(const AnalyzedModel& model, const Plan& plan) {
   CopyReplay replay;
+  if (!PlanOffloads(plan)) return replay;
   const bool recorded = std::any_of(plan.blocks.begin(), plan.blocks.end(),
                                     [](const BlockPlan& block) {
                                       return !block.spill_trigger.empty() ||
                                              !block.lead_trigger.empty() || block.lead;
                                     });
-  if (!PlanOffloads(plan)) return replay;
   replay.triggers.resize(model.blocks.size());
   replay.leads.assign(model.blocks.size(), Lead::kNone);
   // Without triggers (a plan written before them, or by hand), copies keep
@@ -206,7 +202,7 @@ absl::StatusOr<CopyReplay> CopyReplayOfPlan(const AnalyzedModel& model, const Pl
       if (id->empty() && timed >= 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "plan block ", block.index, " has no ", field,
-            ", which a plan that offloads records on every block that has one ('", 
+            ", which a plan that offloads records on every block that has one ('",
             analysis.op_ids[timed], "' by the profile's times)"));
       }
       if (id->empty()) continue;

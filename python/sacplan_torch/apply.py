@@ -224,11 +224,11 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
     def forward(*args, **kwargs):
         if torch.compiler.is_compiling():
             if offload_inputs or offload_ops or triggers:
+                through = "" if offload_inputs or offload_ops else \
+                    " (the block before does, through it)"
                 raise SacplanError(
-                    f"plan: blocks[{index}] offloads to the host"
-                    f"{'' if offload_inputs or offload_ops else ' (the block before does, through it)'}"
-                    ", which apply_plan does not do in a compiled block yet: plan without "
-                    "offload (host budget 0)")
+                    f"plan: blocks[{index}] offloads to the host{through}, which apply_plan "
+                    "does not do in a compiled block yet: plan without offload (host budget 0)")
             # The eager checks below would run at dynamo's trace, before any
             # call is named; the op ids are checked when AOTAutograd has
             # traced the block (_traced_contexts).
@@ -362,8 +362,8 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
         # offloads (docs/python.md, "Offload").
         block_before_leads = bool(before.get("lead"))
         offloads_here = bool(offload_inputs or offload_ops or before.get("offload"))
-        acts = {"spill_trigger": offloads_here, "lead_trigger": offloads_here}
-        triggers = {field: entry[field] for field in acts if acts[field] and entry.get(field)}
+        triggers = {field: entry[field] for field in ("spill_trigger", "lead_trigger")
+                    if offloads_here and entry.get(field)}
         if checkpointed or offload_inputs or offload_ops or triggers:
             _wrap_block(applied, index, block, set(entry["save"]),
                         set(entry["save"]) | set(entry.get("recompute", [])), checkpointed,

@@ -502,8 +502,8 @@ class Triggers:
     yet (their deadline) and, with `block_before_leads`, the block
     before's copies. The node exists once autograd has wrapped the op's
     output, which a dispatch mode below autograd sees only at its next
-    call or after the forward (`resolve`). `fired`: the triggers this forward reached,
-    "spill" and "lead"."""
+    call or after the forward (`resolve`). `fired`: the triggers this
+    forward reached, "spill" and "lead"."""
 
     def __init__(self, spill_op: str, lead_op: str, own: BlockCopies,
                  block_before: Optional[BlockCopies], block_before_leads: bool) -> None:
