@@ -158,17 +158,26 @@ std::vector<SaveMask> TorchSacKnapsack(const BlockAnalysis& block, int64_t quant
   for (int k : FreeOps(block)) {
     if (TorchSacRerunReaches(block, k)) items.push_back(k);
   }
-  // spare_ms[i]: the most time saving items i onwards can spare (a saved
-  // op's forward may also cost more, which spares nothing).
+  // spare_ms[i]: the most time saving items i onwards can spare;
+  // add_ms[i]: the most they can add (a saved op's forward may cost more);
+  // add_bytes[i]: the most they can keep.
   std::vector<double> spare_ms(items.size() + 1, 0);
+  std::vector<double> add_ms(items.size() + 1, 0);
+  std::vector<int64_t> add_bytes(items.size() + 1, 0);
   for (size_t i = items.size(); i-- > 0;) {
-    spare_ms[i] = spare_ms[i + 1] - std::min(0.0, SavedDeltaMs(block, items[i]));
+    const double delta_ms = SavedDeltaMs(block, items[i]);
+    spare_ms[i] = spare_ms[i + 1] - std::min(0.0, delta_ms);
+    add_ms[i] = add_ms[i + 1] + std::max(0.0, delta_ms);
+    add_bytes[i] = add_bytes[i + 1] + KeepableBytes(block, items[i]);
   }
-  // Kept bytes only grow, and time falls by at most spare_ms: a label
-  // beyond either can never end in the region.
+  // Kept bytes grow by at most add_bytes, and time falls by at most
+  // spare_ms and rises by at most add_ms: a label beyond any of them can
+  // never end in the region.
   const auto outside = [&](const Label& label, size_t next_item) {
     return label.kept_bytes > region.max_kept_bytes ||
-           label.recompute_ms - spare_ms[next_item] > region.max_recompute_ms;
+           label.kept_bytes + add_bytes[next_item] < region.min_kept_bytes ||
+           label.recompute_ms - spare_ms[next_item] > region.max_recompute_ms ||
+           label.recompute_ms + add_ms[next_item] < region.min_recompute_ms;
   };
   SavedOps saved_ops;
   std::vector<Label> labels{
@@ -230,6 +239,12 @@ struct HashRecomputeReads {
 std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block, int64_t quantum_bytes,
                                       const FrontierRegion& region) {
   const int tensor_count = static_cast<int>(block.tensors.size());
+  // outputs_before[k]: the bytes ops 0..k-1 output.
+  std::vector<int64_t> outputs_before(block.op_count() + 1, 0);
+  for (int k = 0; k < block.op_count(); ++k) {
+    outputs_before[k + 1] = outputs_before[k];
+    for (int out : block.ops[k].outputs) outputs_before[k + 1] += block.tensors[out].bytes;
+  }
   using States = std::unordered_map<RecomputeReads, std::vector<Label>, HashRecomputeReads>;
   SavedOps saved_ops;
   std::vector<Label> run;
@@ -289,11 +304,23 @@ std::vector<SaveMask> SacplanFrontier(const BlockAnalysis& block, int64_t quantu
       }
       MergePruned(next[recomputed], run, quantum_bytes, scratch);
     }
+    // Ops before k keep at most all their outputs.
+    for (auto entry = next.begin(); entry != next.end();) {
+      std::erase_if(entry->second, [&](const Label& label) {
+        return label.kept_bytes + outputs_before[k] < region.min_kept_bytes;
+      });
+      entry = entry->second.empty() ? next.erase(entry) : std::next(entry);
+    }
     states = std::move(next);
   }
   std::vector<SaveMask> masks;
   for (const auto& [state, labels] : states) {
     for (const Label& label : labels) {
+      // Time only grows too, so only a whole decision is known too fast.
+      if (label.recompute_ms < region.min_recompute_ms ||
+          label.kept_bytes < region.min_kept_bytes) {
+        continue;
+      }
       masks.push_back(saved_ops.Mask(label.saved, block.op_count()));
     }
   }
@@ -428,7 +455,9 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block, std::vector<Sav
                                      const FrontierRegion& region) {
   const std::vector<int> free_ops = FreeOps(block);
   const bool whole_plane = region.max_kept_bytes == FrontierRegion().max_kept_bytes &&
-                           region.max_recompute_ms == FrontierRegion().max_recompute_ms;
+                           region.min_kept_bytes == FrontierRegion().min_kept_bytes &&
+                           region.max_recompute_ms == FrontierRegion().max_recompute_ms &&
+                           region.min_recompute_ms == FrontierRegion().min_recompute_ms;
   std::vector<int64_t> keepable_bytes(block.op_count(), 0);
   std::vector<char> reached(block.op_count(), 0);
   if (!whole_plane) {
@@ -457,9 +486,11 @@ std::vector<SaveMask> WithNeighbours(const BlockAnalysis& block, std::vector<Sav
         const double sign = masks[i][k] ? -1 : 1;
         const int64_t flipped_kept = kept_bytes + static_cast<int64_t>(sign) * keepable_bytes[k];
         const double flipped_ms = recompute_ms + sign * SavedDeltaMs(block, k);
-        if (flipped_kept > region.max_kept_bytes ||
+        if (flipped_kept > region.max_kept_bytes || flipped_kept < region.min_kept_bytes ||
             flipped_ms > region.max_recompute_ms +
-                             1e-9 * std::max(1.0, std::abs(region.max_recompute_ms))) {
+                             1e-9 * std::max(1.0, std::abs(region.max_recompute_ms)) ||
+            flipped_ms < region.min_recompute_ms -
+                             1e-9 * std::max(1.0, std::abs(region.min_recompute_ms))) {
           continue;
         }
       }
@@ -535,6 +566,19 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     const std::vector<BlockCandidate>& known,
     const std::function<bool(const SaveOutcome&)>& may_pay,
     const std::function<int64_t(const BlockCost&)>& moment, const FrontierRegion& region) {
+  return WorthSimulating(
+      block, semantics,
+      UsefulMasks(block, semantics,
+                  WithNeighbours(block, std::move(masks),
+                                 semantics == Semantics::kTorchSac ? region : FrontierRegion())),
+      known, may_pay, moment);
+}
+
+std::vector<SaveMask> WorthSimulating(const BlockAnalysis& block, Semantics semantics,
+                                      std::vector<SaveMask> masks,
+                                      const std::vector<BlockCandidate>& known,
+                                      const std::function<bool(const SaveOutcome&)>& may_pay,
+                                      const std::function<int64_t(const BlockCost&)>& moment) {
   // A neighbour's peaks are at least its kept bytes plus the block outputs
   // (live at the end of forward, and as their gradients when backward
   // starts); skip simulating those a known candidate beats even against
@@ -555,11 +599,7 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     for (const BlockCandidate& candidate : known) known_moments.push_back(moment(candidate.cost));
   }
   std::vector<SaveMask> worth_simulating;
-  for (SaveMask& mask :
-       UsefulMasks(block, semantics,
-                   WithNeighbours(block, std::move(masks),
-                                  semantics == Semantics::kTorchSac ? region
-                                                                    : FrontierRegion()))) {
+  for (SaveMask& mask : masks) {
     const SaveOutcome outcome = DecideSaves(block, mask, semantics);
     if (may_pay != nullptr && !may_pay(outcome)) continue;
     // The bounds, computed once a known candidate keeps as little in as

@@ -107,12 +107,15 @@ std::vector<SaveMask> AllSaveMasks(const BlockAnalysis& block);
 std::vector<SaveMask> DropUselessSaves(const BlockAnalysis& block,
                                        std::vector<SaveMask> masks);
 
-// A corner of the (kept bytes, recompute time) plane, as the frontier
-// programmes count a save set: at most max_kept_bytes kept, at most
-// max_recompute_ms recomputed. The default is the whole plane.
+// A rectangle of the (kept bytes, recompute time) plane, as the frontier
+// programmes count a save set: between min_kept_bytes and max_kept_bytes
+// kept, and between min_recompute_ms and max_recompute_ms recomputed. The
+// default is the whole plane.
 struct FrontierRegion {
   int64_t max_kept_bytes = std::numeric_limits<int64_t>::max();
   double max_recompute_ms = std::numeric_limits<double>::infinity();
+  double min_recompute_ms = -std::numeric_limits<double>::infinity();
+  int64_t min_kept_bytes = std::numeric_limits<int64_t>::min();
 };
 
 // The save sets on the Pareto frontier of (kept bytes, recompute time) for
@@ -125,9 +128,10 @@ struct FrontierRegion {
 // Of those, only the ones in `region` (and plain autograd's, where it is
 // added): a programme drops a partial decision as soon as it cannot end
 // there, so a small region costs a fraction of the whole frontier. What
-// it drops keeps more or takes longer than all it keeps, so it never
-// prunes one of them: at quantum 1 the sets in the region are exactly the
-// whole frontier's there.
+// it drops for its maxima keeps more or takes longer than all it keeps, so
+// it never prunes one of them: at quantum 1 the sets in the region are
+// the whole frontier's there. What it drops for its minima keeps less or
+// is faster, and may have pruned some: those it returns as well.
 std::vector<SaveMask> FrontierSaveMasks(const BlockAnalysis& block, Semantics semantics,
                                         int64_t quantum_bytes,
                                         const FrontierRegion& region = {});
@@ -189,6 +193,15 @@ std::vector<SaveMask> NeighboursWorthSimulating(
     const std::function<bool(const SaveOutcome&)>& may_pay = nullptr,
     const std::function<int64_t(const BlockCost&)>& moment = nullptr,
     const FrontierRegion& region = {});
+
+// NeighboursWorthSimulating's screen over `masks` themselves, no
+// neighbours added: those no `known` candidate beats and `may_pay` (when
+// given) accepts.
+std::vector<SaveMask> WorthSimulating(
+    const BlockAnalysis& block, Semantics semantics, std::vector<SaveMask> masks,
+    const std::vector<BlockCandidate>& known,
+    const std::function<bool(const SaveOutcome&)>& may_pay = nullptr,
+    const std::function<int64_t(const BlockCost&)>& moment = nullptr);
 
 // The initial candidates (InitialSaveMasks, CostedCandidates), from the
 // exact (kept, recompute) frontier, and, unless

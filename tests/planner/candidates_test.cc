@@ -185,6 +185,81 @@ TEST(FrontierSaveMasksTest, InARegionAreTheWholeFrontiersSetsThere) {
   }
 }
 
+// The recompute time a frontier programme counts for a checkpointed set.
+double CountedMs(const BlockAnalysis& block, const SaveMask& mask, Semantics semantics) {
+  return semantics == Semantics::kTorchSac ? KnapsackCounts(block, mask).second
+                                           : DecideSaves(block, mask, semantics).recompute_ms;
+}
+
+// A band of recompute times (min_recompute_ms too) holds every set of the
+// whole frontier whose time falls in it, and no set outside it; what the
+// whole frontier's faster sets would have pruned may come along.
+TEST(FrontierSaveMasksTest, InATimeBandHoldTheWholeFrontiersSetsThere) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    size_t whole_total = 0;
+    size_t band_total = 0;
+    for (uint32_t seed = 1; seed <= 25; ++seed) {
+      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
+      const BlockAnalysis block = FrontierTestBlock(seed);
+      const std::vector<SaveMask> whole = FrontierSaveMasks(block, semantics, 1);
+      std::vector<double> times;
+      for (const SaveMask& mask : whole) {
+        if (!EveryOpSaved(block, mask)) times.push_back(CountedMs(block, mask, semantics));
+      }
+      std::sort(times.begin(), times.end());
+      times.erase(std::unique(times.begin(), times.end()), times.end());
+      if (times.size() < 4) continue;
+      // Bounds between two of the frontier's times, clear of rounding.
+      const size_t low = times.size() / 4;
+      const size_t high = times.size() * 3 / 4;
+      FrontierRegion band;
+      band.min_recompute_ms = 0.5 * (times[low - 1] + times[low]);
+      band.max_recompute_ms = 0.5 * (times[high] + times[high + 1]);
+      const std::vector<SaveMask> in_band = FrontierSaveMasks(block, semantics, 1, band);
+      const std::set<SaveMask> band_set(in_band.begin(), in_band.end());
+      for (const SaveMask& mask : whole) {
+        const double ms = CountedMs(block, mask, semantics);
+        if (EveryOpSaved(block, mask) || ms < band.min_recompute_ms ||
+            ms > band.max_recompute_ms) {
+          continue;
+        }
+        EXPECT_TRUE(band_set.contains(mask)) << "recompute " << ms;
+      }
+      for (const SaveMask& mask : in_band) {
+        if (EveryOpSaved(block, mask)) continue;
+        const double ms = CountedMs(block, mask, semantics);
+        EXPECT_GE(ms, band.min_recompute_ms - kMsTolerance);
+        EXPECT_LE(ms, band.max_recompute_ms + kMsTolerance);
+      }
+      whole_total += whole.size();
+      band_total += band_set.size();
+    }
+    EXPECT_LT(band_total, whole_total);
+    EXPECT_GT(band_total, 0u);
+  }
+}
+
+// WorthSimulating passes on the masks themselves, no neighbours: all of
+// them when nothing is known, none that `may_pay` refuses, and none that a
+// known candidate keeping nothing in no time at no peak beats.
+TEST(WorthSimulatingTest, KeepsTheMasksNoKnownCandidateBeatsAndMayPayAccepts) {
+  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    SCOPED_TRACE(SemanticsName(semantics));
+    const BlockAnalysis block = FrontierTestBlock(4);
+    std::vector<SaveMask> masks = FrontierSaveMasks(block, semantics, 1);
+    SortUnique(masks);
+    EXPECT_EQ(WorthSimulating(block, semantics, masks, {}), masks);
+    const double middle_ms = DecideSaves(block, masks[masks.size() / 2], semantics).recompute_ms;
+    auto fast = [&](const SaveOutcome& outcome) { return outcome.recompute_ms < middle_ms; };
+    const std::vector<SaveMask> paid = WorthSimulating(block, semantics, masks, {}, fast);
+    EXPECT_FALSE(paid.empty());
+    EXPECT_LT(paid.size(), masks.size());
+    for (const SaveMask& mask : paid) EXPECT_TRUE(fast(DecideSaves(block, mask, semantics)));
+    const std::vector<BlockCandidate> perfect = {{SaveMask(block.op_count(), false), {}, {}}};
+    EXPECT_TRUE(WorthSimulating(block, semantics, masks, perfect).empty());
+  }
+}
+
 // With a region, torch-sac's neighbours leave out only flips whose
 // knapsack counts end outside it: every neighbour inside is there, and
 // fewer are made.
