@@ -45,6 +45,21 @@ constexpr int64_t kFrontierLabelGrain = 4;
 // (up to 0.5% of a step on the Wan capture, torch-sac).
 constexpr int64_t kOwnFrontierLabelGrain = 64;
 
+// Once a search settles, its picks meet save sets the lazy lists lack, in
+// kRefinementRounds rounds (Refine): replacements from a frontier at the
+// chain's quantum divided by kExchangeGrain (AddExchanges) and trades
+// between two of the kTradeBlocks blocks best placed to make them, from
+// one divided by kTradeGrain (AddTrades); then the exact frontier within
+// kBandShare of a block's mean time of each pick (AddBands). On the
+// captures of BM_LazyAgainstEager, coarser grains, no trades or no band
+// left plans up to 0.06% of a step slower than the eager search's; these
+// leave none slower.
+constexpr int kRefinementRounds = 2;
+constexpr int64_t kExchangeGrain = 2;
+constexpr int64_t kTradeGrain = 4;
+constexpr int kTradeBlocks = 4;
+constexpr double kBandShare = 0.003;
+
 // A save set simulated on a class's representative: its cost there, and
 // what gives any member's recompute time in the member's own times.
 struct SimulatedSaveSet {
@@ -230,6 +245,25 @@ struct Solver::TimeBound {
       hull.push_back(point);
     }
     return hull;
+  }
+
+  // The time on `hull` at `kept_bytes`, a straight line between its
+  // vertices: no mix of the candidates it hulls keeping at most that costs
+  // less. Infinite below its first vertex.
+  static double HullMs(const std::vector<HullPoint>& hull, int64_t kept_bytes) {
+    if (hull.empty() || kept_bytes < hull.front().kept_bytes) {
+      return std::numeric_limits<double>::infinity();
+    }
+    for (size_t i = 0; i + 1 < hull.size(); ++i) {
+      const HullPoint& low = hull[i];
+      const HullPoint& high = hull[i + 1];
+      if (kept_bytes < high.kept_bytes) {
+        const double share = static_cast<double>(kept_bytes - low.kept_bytes) /
+                             static_cast<double>(high.kept_bytes - low.kept_bytes);
+        return low.ms + share * (high.ms - low.ms);
+      }
+    }
+    return hull.back().ms;
   }
 
   double Relaxed(double ms, int64_t kept_bytes) const {
@@ -437,7 +471,7 @@ struct Solver::Search {
   std::vector<std::shared_ptr<std::vector<BlockCandidate>>> grown;
   std::vector<std::unordered_set<SaveMask>> listed;    // per block, once it grew
   std::vector<std::unordered_set<SaveMask>> expanded;  // per block
-  bool exchanged = false;  // AddExchanges ran
+  int refinements = 0;  // rounds of Refine that ran
   // Offload copies may reach the next block (CopyWindows): states and
   // candidates are compared on what they hold there too.
   bool windows = false;
@@ -796,24 +830,29 @@ bool Solver::AddNeighbours(Search& search, const std::vector<int>& choice,
   return std::find(added.begin(), added.end(), 1) != added.end();
 }
 
-bool Solver::AddExchanges(Search& search, int64_t budget_bytes, int64_t quantum_bytes,
-                          const std::vector<int>& choice, int threads) const {
+std::vector<int64_t> Solver::RoomAfter(const CandidateLists& lists, int64_t budget_bytes,
+                                       const std::vector<int>& choice) const {
   const StepConstants& c = *constants_;
   const int block_count = static_cast<int>(choice.size());
-  // prefix[b]: the kept bytes of the blocks before b. room_after[b]: how
-  // many more bytes block b may keep before a later block's moment, or the
-  // head, exceeds the budget.
-  std::vector<int64_t> prefix(block_count + 1, 0);
+  std::vector<int64_t> prefix(block_count + 1, 0);  // kept bytes of the blocks before b
   for (int b = 0; b < block_count; ++b) {
-    prefix[b + 1] = prefix[b] + (*search.lists[b])[choice[b]].cost.kept_bytes;
+    prefix[b + 1] = prefix[b] + (*lists[b])[choice[b]].cost.kept_bytes;
   }
   std::vector<int64_t> room_after(block_count);
   int64_t room = budget_bytes - prefix[block_count] - c.head_base;
   for (int b = block_count - 1; b >= 0; --b) {
     room_after[b] = room;
-    room = std::min(room, budget_bytes - BlockMoment(c, b, (*search.lists[b])[choice[b]].cost,
-                                                     prefix[b]));
+    room = std::min(room,
+                    budget_bytes - BlockMoment(c, b, (*lists[b])[choice[b]].cost, prefix[b]));
   }
+  return room_after;
+}
+
+bool Solver::AddExchanges(Search& search, int64_t budget_bytes, int64_t quantum_bytes,
+                          const std::vector<int>& choice, int threads) const {
+  const StepConstants& c = *constants_;
+  const int block_count = static_cast<int>(choice.size());
+  const std::vector<int64_t> room_after = RoomAfter(search.lists, budget_bytes, choice);
   std::vector<char> added(block_count, 0);
   ParallelFor(block_count, threads, [&](int b) {
     BlockClass& cls = *block_class_[b];
@@ -824,31 +863,184 @@ bool Solver::AddExchanges(Search& search, int64_t budget_bytes, int64_t quantum_
     const int64_t kept_cap_bytes = pick.kept_bytes + room_after[b];
     const double time_cap_ms = CandidateMs(pick);
     // A replacement is faster than the pick and keeps at most
-    // kept_cap_bytes. Searched: the frontier there, and the sets one op
-    // unsaved from a frontier set, which keeps at most that op's outputs
-    // more and is faster still. Not searched: the sets one op saved from a
-    // slower frontier set. Their band of the frontier is one op's time
-    // wide; searching it too made plans at most 0.005% of a step faster
-    // (BM_LazyAgainstEager) and the 30-block capture's plan 14% slower to
-    // make.
+    // kept_cap_bytes: a frontier set there, or one op's decision away from
+    // a frontier set up to one op's outputs more or one op's time slower
+    // (one op unsaved from a set that keeps a little more, saved in one
+    // that recomputes a little more).
     int64_t op_bytes = 0;
-    for (const OpNode& op : analysis.ops) op_bytes = std::max(op_bytes, op.output_bytes);
-    const FrontierRegion region{kept_cap_bytes + op_bytes, time_cap_ms};
+    double op_ms = 0;
+    for (const OpNode& op : analysis.ops) {
+      op_bytes = std::max(op_bytes, op.output_bytes);
+      op_ms = std::max(op_ms, op.fwd_ms);
+    }
+    const FrontierRegion region{kept_cap_bytes + op_bytes, time_cap_ms + op_ms};
     auto may_replace = [&](const SaveOutcome& outcome) {
       return outcome.recompute_ms < time_cap_ms && outcome.kept_bytes <= kept_cap_bytes;
     };
     auto moment = [&](const BlockCost& cost) { return BlockMoment(c, b, cost, 0); };
     added[b] = search.Append(
         b,
-        NeighboursWorthSimulating(analysis, options_.semantics,
-                                  InitialSaveMasks(analysis, options_.semantics,
-                                                   options_.exhaustive_max_ops, quantum_bytes,
-                                                   region),
-                                  list, may_replace, moment,
-                                  FrontierRegion{kept_cap_bytes, time_cap_ms}),
+        NeighboursWorthSimulating(
+            analysis, options_.semantics,
+            InitialSaveMasks(analysis, options_.semantics, options_.exhaustive_max_ops,
+                             std::max<int64_t>(1, quantum_bytes / kExchangeGrain), region),
+            list, may_replace, moment, FrontierRegion{kept_cap_bytes, time_cap_ms}),
         analysis, cls, options_.semantics);
   });
   return std::find(added.begin(), added.end(), 1) != added.end();
+}
+
+bool Solver::AddTrades(Search& search, int64_t budget_bytes, int64_t quantum_bytes,
+                       const std::vector<int>& choice, int threads) const {
+  const StepConstants& c = *constants_;
+  const int block_count = static_cast<int>(choice.size());
+  if (block_count < 2) return false;
+  const std::vector<int64_t> room_after = RoomAfter(search.lists, budget_bytes, choice);
+  const std::vector<const std::vector<TimeBound::HullPoint>*> hulls = search.Hulls();
+  // Per block: the pick, the most it may keep alone (kept_cap), and its
+  // largest op's outputs, what one saved op adds.
+  std::vector<double> pick_ms(block_count);
+  std::vector<int64_t> pick_kept(block_count);
+  std::vector<int64_t> kept_cap(block_count);
+  std::vector<int64_t> op_bytes(block_count, 0);
+  for (int b = 0; b < block_count; ++b) {
+    const BlockCost& pick = (*search.lists[b])[choice[b]].cost;
+    pick_ms[b] = CandidateMs(pick);
+    pick_kept[b] = pick.kept_bytes;
+    kept_cap[b] = pick.kept_bytes + std::max<int64_t>(0, room_after[b]);
+    for (const OpNode& op : model_->blocks[b].ops) {
+      op_bytes[b] = std::max(op_bytes[b], op.output_bytes);
+    }
+  }
+  // Estimates from the lists' hulls, one quantum generous for lists that
+  // hold their frontiers at about that grain: the most block b saves
+  // keeping `bytes` more than it may alone, and the least it pays keeping
+  // `bytes` less than its pick.
+  auto gain_ms = [&](int b, int64_t bytes) {
+    return pick_ms[b] - TimeBound::HullMs(*hulls[b], kept_cap[b] + bytes + quantum_bytes);
+  };
+  auto cost_ms = [&](int b, int64_t bytes) {
+    return TimeBound::HullMs(*hulls[b], pick_kept[b] - bytes + quantum_bytes) - pick_ms[b];
+  };
+  // A trade moves at most about one op's outputs between two blocks. Of
+  // the blocks, the kTradeBlocks that would save most keeping that much
+  // more may take (buyers), and the kTradeBlocks that would pay least
+  // keeping that much less may give (sellers): the best trades are
+  // between those, and a model of tens of blocks would otherwise pay for
+  // every pair.
+  int64_t trade_bytes = 0;
+  for (int b = 0; b < block_count; ++b) trade_bytes = std::max(trade_bytes, op_bytes[b]);
+  std::vector<int> by_gain(block_count);
+  std::iota(by_gain.begin(), by_gain.end(), 0);
+  std::vector<int> by_cost = by_gain;
+  const int traders = std::min(block_count, kTradeBlocks);
+  std::partial_sort(by_gain.begin(), by_gain.begin() + traders, by_gain.end(), [&](int x, int y) {
+    return gain_ms(x, trade_bytes) > gain_ms(y, trade_bytes);
+  });
+  std::partial_sort(by_cost.begin(), by_cost.begin() + traders, by_cost.end(), [&](int x, int y) {
+    return cost_ms(x, trade_bytes) < cost_ms(y, trade_bytes);
+  });
+  const std::vector<int> buyers(by_gain.begin(), by_gain.begin() + traders);
+  const std::vector<int> sellers(by_cost.begin(), by_cost.begin() + traders);
+  std::vector<char> added(block_count, 0);
+  ParallelFor(block_count, threads, [&](int b) {
+    BlockClass& cls = *block_class_[b];
+    const bool buys = std::find(buyers.begin(), buyers.end(), b) != buyers.end();
+    const bool sells = std::find(sellers.begin(), sellers.end(), b) != sellers.end();
+    if (!cls.lazy || (!buys && !sells)) return;
+    const BlockAnalysis& analysis = model_->blocks[b];
+    const int64_t grain_bytes = std::max<int64_t>(1, quantum_bytes / kTradeGrain);
+    std::vector<SaveMask> offers;
+    if (buys) {
+      // Faster, keeping up to trade_bytes more than the block may alone.
+      FrontierRegion region{kept_cap[b] + trade_bytes, pick_ms[b]};
+      region.min_kept_bytes = pick_kept[b] - trade_bytes;
+      offers = InitialSaveMasks(analysis, options_.semantics, options_.exhaustive_max_ops,
+                                grain_bytes, region);
+    }
+    if (sells) {
+      // Slower, keeping up to trade_bytes less than the pick, by no more
+      // than a buyer could save.
+      double most_gain_ms = 0;
+      for (int other : buyers) {
+        if (other != b) most_gain_ms = std::max(most_gain_ms, gain_ms(other, trade_bytes));
+      }
+      FrontierRegion region{pick_kept[b], pick_ms[b] + most_gain_ms};
+      region.min_kept_bytes = pick_kept[b] - trade_bytes;
+      region.min_recompute_ms = pick_ms[b];
+      std::vector<SaveMask> slower = InitialSaveMasks(
+          analysis, options_.semantics, options_.exhaustive_max_ops, grain_bytes, region);
+      offers.insert(offers.end(), std::make_move_iterator(slower.begin()),
+                    std::make_move_iterator(slower.end()));
+    }
+    std::vector<SaveMask> worth;
+    for (SaveMask& mask : offers) {
+      const SaveOutcome outcome = DecideSaves(analysis, mask, options_.semantics);
+      const double ms = outcome.recompute_ms;
+      const int64_t kept = outcome.kept_bytes;
+      // Faster within the cap replaces the pick alone; faster beyond it
+      // needs a seller to free the excess for less than it saves; slower
+      // and smaller needs a buyer to save more with what it frees.
+      bool trade = ms < pick_ms[b] && kept <= kept_cap[b];
+      if (!trade && ms < pick_ms[b]) {
+        for (int other : sellers) {
+          trade = trade || (other != b && pick_ms[b] - ms > cost_ms(other, kept - kept_cap[b]));
+        }
+      } else if (!trade && kept < pick_kept[b]) {
+        for (int other : buyers) {
+          trade = trade || (other != b && ms - pick_ms[b] < gain_ms(other, pick_kept[b] - kept));
+        }
+      }
+      if (trade) worth.push_back(std::move(mask));
+    }
+    auto moment = [&](const BlockCost& cost) { return BlockMoment(c, b, cost, 0); };
+    added[b] = search.Append(
+        b, WorthSimulating(analysis, options_.semantics, std::move(worth), *search.lists[b],
+                           nullptr, moment),
+        analysis, cls, options_.semantics);
+  });
+  return std::find(added.begin(), added.end(), 1) != added.end();
+}
+
+bool Solver::AddBands(Search& search, const std::vector<int>& choice, int threads) const {
+  const StepConstants& c = *constants_;
+  const int block_count = static_cast<int>(choice.size());
+  const double band_ms = kBandShare * ChoiceMs(search.lists, choice) / block_count;
+  std::vector<char> added(block_count, 0);
+  ParallelFor(block_count, threads, [&](int b) {
+    BlockClass& cls = *block_class_[b];
+    if (!cls.lazy) return;
+    const BlockAnalysis& analysis = model_->blocks[b];
+    const double pick_ms = CandidateMs((*search.lists[b])[choice[b]].cost);
+    FrontierRegion band;
+    band.max_recompute_ms = pick_ms + band_ms;
+    band.min_recompute_ms = pick_ms - band_ms;
+    auto moment = [&](const BlockCost& cost) { return BlockMoment(c, b, cost, 0); };
+    added[b] = search.Append(
+        b,
+        WorthSimulating(analysis, options_.semantics,
+                        InitialSaveMasks(analysis, options_.semantics,
+                                         options_.exhaustive_max_ops, 1, band),
+                        *search.lists[b], nullptr, moment),
+        analysis, cls, options_.semantics);
+  });
+  return std::find(added.begin(), added.end(), 1) != added.end();
+}
+
+bool Solver::Refine(Search& search, int round, int64_t budget_bytes, int64_t quantum_bytes,
+                    const std::vector<int>& choice, int threads) const {
+  // sacplan semantics only trades. Its counts do not add up over ops, so
+  // its programme can leave out no neighbour before it is decided, nor a
+  // set too fast for a band before its last op: exchanges took the
+  // 30-block capture's plan from 75 to 110 ms and a band added about 45 ms,
+  // while its plans on the captures were no slower than the eager
+  // search's without either.
+  const bool torch_sac = options_.semantics == Semantics::kTorchSac;
+  if (round > 0) return torch_sac && AddBands(search, choice, threads);
+  // Trades after exchanges, whose sets their estimates then count.
+  const bool exchanged =
+      torch_sac && AddExchanges(search, budget_bytes, quantum_bytes, choice, threads);
+  return AddTrades(search, budget_bytes, quantum_bytes, choice, threads) || exchanged;
 }
 
 std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
@@ -886,19 +1078,16 @@ std::vector<int> Solver::SearchChain(Search& search, int64_t budget_bytes,
         const std::optional<TimeBound> bound = bound_for(choice);
         if (choice.empty()) break;
         if (!AddNeighbours(search, choice, bound ? &*bound : nullptr, threads)) {
-          // Settled. Once, torch-sac's picks meet the replacements the
-          // coarse frontiers missed (AddExchanges), and the search settles
-          // again. Not for sacplan semantics: its counts do not add up
-          // over ops, so no neighbour can be left out before it is
-          // decided, and the same step took the 30-block capture's plan
-          // from 75 to 110 ms; its lazy plans were already within 0.03% of
-          // the eager search's.
-          if (minimize_peak || search.exchanged ||
-              options_.semantics != Semantics::kTorchSac) {
-            break;
+          // Settled. Then the picks meet, round by round, what the coarse
+          // frontiers missed (Refine), and the search settles again after
+          // each round that added any. The least peak needs none: its
+          // chain reads no times.
+          if (minimize_peak) break;
+          bool added = false;
+          while (!added && search.refinements < kRefinementRounds) {
+            added = Refine(search, search.refinements++, budget_bytes, quantum, choice, threads);
           }
-          search.exchanged = true;
-          if (!AddExchanges(search, budget_bytes, quantum, choice, threads)) break;
+          if (!added) break;
         }
       }
       const std::optional<TimeBound> bound = bound_for(choice);

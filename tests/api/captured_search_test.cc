@@ -1,13 +1,16 @@
 // The solver's lazy search (blocks of more than
 // SolverOptions::eager_neighbours_max_ops free ops, as captured blocks are)
-// against the eager search it replaced, on the FLUX-style capture in
-// bench/data, torch-sac semantics. At these budgets, of 16 from full
-// checkpointing's peak to none's, the lazy plans were 0.33%, 0.55% and
-// 0.42% slower before the search looked for single-block replacements
-// (Solver::AddExchanges); BM_LazyAgainstEager prints all 16.
+// against the eager search it replaced, on the captures in bench/data,
+// both semantics. Before the search refined its settled picks with
+// replacements, trades between two blocks and bands of the exact frontier
+// (Solver::Refine), its plans at these budgets, of 16 from full
+// checkpointing's peak to none's, were up to 0.06% (Wan-style, torch-sac),
+// 0.03% (Wan-style, sacplan; FLUX-style, torch-sac) and 0.005% (FLUX-style,
+// sacplan) slower; BM_LazyAgainstEager prints all 16.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "sacplan/api/planning.h"
 #include "sacplan/planner/solver.h"
@@ -15,13 +18,15 @@
 namespace sacplan {
 namespace {
 
-TEST(CapturedSearchTest, LazyPlansStayWithinATenthOfAPercentOfTheEagerSearchsOnTheFluxCapture) {
-  const std::string path =
-      std::string(SACPLAN_BENCH_DATA) + "/flux_double_stream_small.captured.json";
+class CapturedSearchTest
+    : public ::testing::TestWithParam<std::tuple<std::string, Semantics>> {};
+
+TEST_P(CapturedSearchTest, LazyPlansAreNoSlowerThanTheEagerSearchs) {
+  const auto& [capture, semantics] = GetParam();
+  const std::string path = std::string(SACPLAN_BENCH_DATA) + "/" + capture + ".captured.json";
   auto loaded = api::LoadProfileFile(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const AnalyzedModel& model = (*loaded)->analyzed;
-  const Semantics semantics = Semantics::kTorchSac;
   const SolverOptions lazy_options{.semantics = semantics};
   SolverOptions eager_options = lazy_options;
   eager_options.eager_neighbours_max_ops = 1 << 30;
@@ -32,16 +37,28 @@ TEST(CapturedSearchTest, LazyPlansStayWithinATenthOfAPercentOfTheEagerSearchsOnT
   auto full = api::SimulatePreset(model, "full", semantics, nullptr);
   auto none = api::SimulatePreset(model, "none", semantics, nullptr);
   ASSERT_TRUE(full.ok() && none.ok());
-  for (const int i : {3, 6, 9}) {
+  for (const int i : {1, 2, 4, 7, 8, 14}) {
     const int64_t budget = full->peak_bytes + (none->peak_bytes - full->peak_bytes) * i / 15;
     auto lazy_plan = lazy->Solve(budget);
     auto eager_plan = eager->Solve(budget);
     ASSERT_TRUE(lazy_plan.ok()) << lazy_plan.status();
     ASSERT_TRUE(eager_plan.ok()) << eager_plan.status();
     EXPECT_LE(lazy_plan->result.peak_bytes, budget);
-    EXPECT_LE(lazy_plan->result.step_ms, eager_plan->result.step_ms * 1.001) << "budget " << i;
+    // Rounding only: the two sum the same block times in other orders.
+    EXPECT_LE(lazy_plan->result.step_ms, eager_plan->result.step_ms * (1 + 1e-12))
+        << "budget " << i << " of 15";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Captures, CapturedSearchTest,
+    ::testing::Combine(::testing::Values("wan_block_small", "flux_double_stream_small"),
+                       ::testing::Values(Semantics::kTorchSac, Semantics::kSacplan)),
+    [](const auto& info) {
+      const std::string capture = std::get<0>(info.param) == "wan_block_small" ? "Wan" : "Flux";
+      return capture +
+             (std::get<1>(info.param) == Semantics::kTorchSac ? "TorchSac" : "Sacplan");
+    });
 
 }  // namespace
 }  // namespace sacplan

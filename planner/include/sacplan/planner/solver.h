@@ -154,17 +154,43 @@ class Solver {
   // as its incumbent are added.
   bool AddNeighbours(Search& search, const std::vector<int>& choice,
                      const TimeBound* bound, int threads) const;
+  // Per block, how many more bytes it may keep than its pick in `choice`
+  // before a later block's moment, or the head, exceeds `budget_bytes`,
+  // the other picks as they are (negative when the choice does not fit).
+  std::vector<int64_t> RoomAfter(const CandidateLists& lists, int64_t budget_bytes,
+                                 const std::vector<int>& choice) const;
   // Adds to each lazy block's list save sets that could replace its pick
   // alone within `budget_bytes`, the other picks as they are: faster, and
   // keeping no more than the later blocks leave room for. They are the
-  // block's frontier at `quantum_bytes` in that corner (FrontierRegion),
-  // widened by one op's outputs, and the sets one op unsaved from those,
-  // screened as AddNeighbours screens neighbours; false when nothing was
-  // added. The lazy lists start from coarser frontiers and grow around the
-  // picks; what this finds lies far from the picks in kept bytes. Used
-  // once per torch-sac solve, after its picks settle (SearchChain).
+  // block's frontier at a fraction of `quantum_bytes` in that corner
+  // (FrontierRegion), widened by one op's outputs and one op's time, and
+  // the sets one op's decision away from those, screened as AddNeighbours
+  // screens neighbours; false when nothing was added. The lazy lists start
+  // from coarser frontiers and grow around the picks; what this finds lies
+  // far from the picks in kept bytes.
   bool AddExchanges(Search& search, int64_t budget_bytes, int64_t quantum_bytes,
                     const std::vector<int>& choice, int threads) const;
+  // Adds to each lazy block's list the frontier sets, at a fraction of
+  // `quantum_bytes`, that a trade with one other block could make worth
+  // it: faster ones keeping up to about one op's outputs more than the
+  // block may alone, when another block's list suggests it could free that
+  // for less time than they save, and slower ones keeping less, when
+  // another's suggests it could save more than they cost with what they
+  // free. A plan where one block gives bytes to another is what neither
+  // AddNeighbours nor AddExchanges, one block at a time, can find. False
+  // when nothing was added.
+  bool AddTrades(Search& search, int64_t budget_bytes, int64_t quantum_bytes,
+                 const std::vector<int>& choice, int threads) const;
+  // Adds to each lazy block's list the exact frontier within kBandShare
+  // of a block's mean time (in `choice`) of its pick: the sets that keep a
+  // little more or less than the pick, which the frontiers' grain thinned
+  // away. False when nothing was added.
+  bool AddBands(Search& search, const std::vector<int>& choice, int threads) const;
+  // Round `round` of what a settled time-minimising search adds
+  // (SearchChain): the first AddExchanges (torch-sac) and AddTrades, the
+  // second AddBands (torch-sac). Whether anything was added.
+  bool Refine(Search& search, int round, int64_t budget_bytes, int64_t quantum_bytes,
+              const std::vector<int>& choice, int threads) const;
   absl::StatusOr<SolvedPlan> Solve(int64_t budget_bytes, int resolution, int threads) const;
   // Bucket size for a budget: budget / resolution, at least 1.
   int64_t QuantumFor(int64_t budget_bytes, int resolution) const;
