@@ -239,6 +239,38 @@ TEST(FrontierSaveMasksTest, InATimeBandHoldTheWholeFrontiersSetsThere) {
   }
 }
 
+// So does a floor on kept bytes (min_kept_bytes). Checked on torch-sac's
+// knapsack, whose kept bytes the test can redo (sacplan's programme counts
+// what backward needs, which DecideSaves's kept bytes exceed).
+TEST(FrontierSaveMasksTest, AboveAKeptFloorHoldTheWholeFrontiersSetsThere) {
+  for (uint32_t seed = 1; seed <= 25; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const BlockAnalysis block = FrontierTestBlock(seed);
+    const std::vector<SaveMask> whole = FrontierSaveMasks(block, Semantics::kTorchSac, 1);
+    std::vector<int64_t> kept;
+    for (const SaveMask& mask : whole) {
+      if (!EveryOpSaved(block, mask)) kept.push_back(KnapsackCounts(block, mask).first);
+    }
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    if (kept.size() < 2) continue;
+    FrontierRegion floor;
+    floor.min_kept_bytes = kept[kept.size() / 2];
+    const std::vector<SaveMask> above = FrontierSaveMasks(block, Semantics::kTorchSac, 1, floor);
+    const std::set<SaveMask> above_set(above.begin(), above.end());
+    for (const SaveMask& mask : whole) {
+      if (EveryOpSaved(block, mask)) continue;
+      EXPECT_EQ(above_set.contains(mask),
+                KnapsackCounts(block, mask).first >= floor.min_kept_bytes);
+    }
+    for (const SaveMask& mask : above) {
+      if (!EveryOpSaved(block, mask)) {
+        EXPECT_GE(KnapsackCounts(block, mask).first, floor.min_kept_bytes);
+      }
+    }
+  }
+}
+
 // WorthSimulating passes on the masks themselves, no neighbours: all of
 // them when nothing is known, none that `may_pay` refuses, and none that a
 // known candidate keeping nothing in no time at no peak beats.
