@@ -211,7 +211,7 @@ TEST(FrontierSaveMasksTest, InATimeBandHoldTheWholeFrontiersSetsThere) {
       if (times.size() < 4) continue;
       // Bounds between two of the frontier's times, clear of rounding.
       const size_t low = times.size() / 4;
-      const size_t high = times.size() * 3 / 4;
+      const size_t high = std::min(times.size() * 3 / 4, times.size() - 2);
       FrontierRegion band;
       band.min_recompute_ms = 0.5 * (times[low - 1] + times[low]);
       band.max_recompute_ms = 0.5 * (times[high] + times[high + 1]);
