@@ -58,27 +58,30 @@ def walk_block_nodes(trace: BlockTrace, outs: List[torch.Tensor],
 
 def record_saved(trace: BlockTrace, node, op_index: Optional[int], resident: set) -> None:
     """Marks what `node` keeps as needed by the backward of the op that
-    owns the node or of the op that made the tensor."""
+    owns the node or of the op that made the tensor. A tensor made outside
+    the block and not passed in is not the block's."""
     for saved in saved_tensors(node):
         key = storage_key(saved)
         if key is None or key in resident or key in trace.param_keys:
             continue
-        tensor_id = trace.id_of(key)
-        if tensor_id is None:
-            continue  # made outside the block and not passed in: not the block's
-        producer = trace.op_at.get(tensor_id)
-        if op_index is None:
-            # A node no op owns (a view's): its producer keeps it.
-            if producer is not None:
-                trace.ops[producer].need(tensor_id)
-            continue
-        op = trace.ops[op_index]
-        if tensor_id in op.inputs or any(o.id == tensor_id for o in op.outputs):
-            op.need(tensor_id)
-        elif producer is None or producer < op_index:
-            # Kept by a node for a tensor the call did not take as an
-            # argument (a custom Function's ctx): the op reads it.
-            op.read(tensor_id)
-            op.need(tensor_id)
-        else:
+        for tensor_id in trace.ids_of(saved):
+            _record_need(trace, op_index, tensor_id)
+
+
+def _record_need(trace: BlockTrace, op_index: Optional[int], tensor_id: str) -> None:
+    producer = trace.op_at.get(tensor_id)
+    if op_index is None:
+        # A node no op owns (a view's): its producer keeps it.
+        if producer is not None:
             trace.ops[producer].need(tensor_id)
+        return
+    op = trace.ops[op_index]
+    if tensor_id in op.inputs or any(o.id == tensor_id for o in op.outputs):
+        op.need(tensor_id)
+    elif producer is None or producer < op_index:
+        # Kept by a node for a tensor the call did not take as an
+        # argument (a custom Function's ctx): the op reads it.
+        op.read(tensor_id)
+        op.need(tensor_id)
+    else:
+        trace.ops[producer].need(tensor_id)

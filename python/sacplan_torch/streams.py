@@ -50,7 +50,7 @@ def _carry_from(before: BlockTrace, after: BlockTrace) -> List[int]:
             f"{_where(before)} returns {len(before.output_keys)} tensors but "
             f"{_where(after)} receives {len(positions)} of them: every tensor a block "
             "returns must be an argument of the next block (a stream)")
-    before.outputs = [before.tensor_of[before.output_keys[p]] for p in positions]
+    before.outputs = [before.output_id(before.output_keys[p]) for p in positions]
     return positions
 
 
@@ -78,7 +78,7 @@ def resolve_streams(traces: List[BlockTrace]) -> None:
         raise SacplanError(
             f"{_where(last)} returns {len(last.output_keys)} tensors but the blocks "
             f"carry {len(positions)} streams")
-    last.outputs = [last.tensor_of[last.output_keys[p]] for p in positions]
+    last.outputs = [last.output_id(last.output_keys[p]) for p in positions]
 
 
 def stream_fingerprint(inputs: List[dict]) -> dict:

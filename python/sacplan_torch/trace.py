@@ -8,8 +8,9 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .graph import OpRecord
-from .storage import StorageKey
+from .boundary import PartKey, overlapping
+from .graph import OpRecord, TensorRecord
+from .storage import StorageKey, storage_key
 
 
 class BlockTrace:
@@ -20,11 +21,16 @@ class BlockTrace:
         self.name = name
         self.inputs: List[dict] = []
         self.input_ids: Dict[StorageKey, str] = {}
-        self.input_keys: List[StorageKey] = []   # per entry of inputs
-        # The storage of each tensor the block returns, in the order returned
-        # (views of one storage once); streams.resolve_streams orders them
-        # into `outputs`.
-        self.output_keys: List[StorageKey] = []
+        # A storage several inputs view in distinct ranges (boundary.py):
+        # per storage, each part's (offset, length) and input id, sorted.
+        self.input_parts: Dict[StorageKey, List[Tuple[Tuple[int, int], str]]] = {}
+        self.input_keys: List[PartKey] = []   # per entry of inputs
+        # The part of a storage each tensor the block returns is, in the
+        # order returned (one view of a storage once);
+        # streams.resolve_streams orders them into `outputs`.
+        self.output_keys: List[PartKey] = []
+        # The tensor id of each output part that splits an op's output.
+        self.part_ids: Dict[PartKey, str] = {}
         self.tensor_of: Dict[StorageKey, str] = {}
         # Per key of tensor_of, the storage it was made for: an address
         # freed and taken by a tensor no op of the block made (a wrapped
@@ -62,3 +68,46 @@ class BlockTrace:
         if self.made_by_op(key):
             return self.tensor_of[key]
         return self.input_ids.get(key)
+
+    def ids_of(self, t: torch.Tensor) -> List[str]:
+        """The block's tensors `t` reads: id_of its storage, or the parts
+        of a storage several inputs view that `t`'s range overlaps."""
+        key = storage_key(t)
+        if key is None:
+            return []
+        if key in self.input_parts and not self.made_by_op(key):
+            parts = self.input_parts[key]
+            return [parts[i][1] for i in overlapping([r for r, _ in parts], t)]
+        found = self.id_of(key)
+        return [] if found is None else [found]
+
+    def output_id(self, part: PartKey) -> str:
+        """The tensor id of a part the block returns."""
+        return self.part_ids.get(part) or self.tensor_of[part]
+
+    def split_output(self, key: StorageKey, parts: List[Tuple[PartKey, int, torch.Tensor]]
+                     ) -> None:
+        """Splits the op output in `key`'s storage into the parts the block
+        returns (part key, bytes, a tensor viewing it), in storage order:
+        the first keeps the output's id, the others are new outputs of the
+        same op; every op that reads or keeps the output reads or keeps
+        them all (they are one storage)."""
+        whole = self.tensor_of[key]
+        producer = self.ops[self.op_at[whole]]
+        at = next(i for i, o in enumerate(producer.outputs) if o.id == whole)
+        template = producer.outputs[at]
+        records = []
+        for n, (part, nbytes, view) in enumerate(parts):
+            part_id = whole if n == 0 else f"{whole}.part{n}"
+            self.part_ids[part] = part_id
+            self.op_at[part_id] = self.op_at[whole]
+            records.append(TensorRecord(
+                id=part_id, bytes=nbytes, shape=list(view.shape), dtype=template.dtype,
+                requires_grad=template.requires_grad, held_until=template.held_until))
+        producer.outputs[at:at + 1] = records
+        extra = [r.id for r in records[1:]]
+        for op in self.ops:
+            if whole in op.inputs:
+                op.inputs.extend(i for i in extra if i not in op.inputs)
+            if whole in op.backward_needs:
+                op.backward_needs.extend(i for i in extra if i not in op.backward_needs)

@@ -21,6 +21,7 @@ from .graph import OpRecord, TensorRecord, dtype_name, op_kind
 from .memory import AllocationLog
 from .naming import (OpNamer, aten_name, autocast_cast_dtypes, is_autocast_cached,
                      is_collective, is_named, is_random)
+from .boundary import Parts, byte_range, named_tensors
 from .storage import fresh_outputs, output_id, storage_key, tensors_of, written_args
 from .trace import BlockTrace
 
@@ -86,30 +87,36 @@ class Tracer(TorchDispatchMode):
                 named = list(bound.arguments.items())
             except TypeError:
                 named = [(f"arg{k}", a) for k, a in enumerate(args)] + list(kwargs.items())
-            for arg_name, value in named:
-                if not isinstance(value, torch.Tensor):
+            leaves = [(path, t) for arg_name, value in named
+                      for path, t in named_tensors(arg_name, value)
+                      if storage_key(t) is not None and storage_key(t) not in self.resident]
+            parts = Parts([t for _, t in leaves])
+            for arg_name, value in leaves:
+                key, part = storage_key(value), parts.key_of(value)
+                if part in trace.input_keys:
                     continue
-                key = storage_key(value)
-                if key is None or key in trace.input_ids or key in self.resident:
-                    continue
-                trace.input_ids[key] = arg_name
-                trace.input_keys.append(key)
+                trace.input_ids.setdefault(key, arg_name)
+                if parts.split(key):
+                    trace.input_parts.setdefault(key, []).append(
+                        (byte_range(value), arg_name))
+                    trace.input_parts[key].sort()
+                trace.input_keys.append(part)
                 # "shared" until streams.resolve_streams has seen which
                 # inputs the block before made.
                 trace.inputs.append({
-                    "id": arg_name, "bytes": value.untyped_storage().nbytes(),
+                    "id": arg_name, "bytes": parts.bytes_of(part),
                     "shape": list(value.shape), "dtype": dtype_name(value.dtype),
                     "requires_grad": bool(value.requires_grad), "kind": "shared"})
             if not trace.inputs:
                 raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
             trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
             trace.autocast_dtypes = autocast_cast_dtypes(
-                {"cpu"} | {v.device.type for _, v in named if isinstance(v, torch.Tensor)})
+                {"cpu"} | {t.device.type for _, t in leaves})
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
             if i == 0 and self.structure:
                 self.embedding_saved_bytes, saved = held_before_blocks(
-                    [v for _, v in named if isinstance(v, torch.Tensor)], set(trace.input_ids),
+                    [t for _, t in leaves], set(trace.input_ids),
                     self.resident, self.made_outside)
                 self.embedding_cast_bytes = sum(
                     nbytes for key, device, dtype, nbytes in self._early_casts
@@ -125,16 +132,21 @@ class Tracer(TorchDispatchMode):
             outs = [t for t in tensors_of(output) if storage_key(t) is not None]
             if not outs:
                 raise SacplanError(f"blocks[{i}] ({trace.name}) returns no tensor")
+            parts = Parts(outs)
             for position, out in enumerate(outs):
-                key = storage_key(out)
-                if not trace.made_by_op(key):
+                if not trace.made_by_op(storage_key(out)):
                     raise SacplanError(
                         f"blocks[{i}] ({trace.name}): output {position} is not made by an "
                         "op of the block (a block must compute each tensor it returns, "
                         "e.g. end each stream with a residual add)")
-                if key not in trace.output_keys:
-                    trace.output_keys.append(key)
+                part = parts.key_of(out)
+                if part not in trace.output_keys:
+                    trace.output_keys.append(part)
             self._walk_nodes(trace, outs)
+            for key in {storage_key(out) for out in outs if parts.split(storage_key(out))}:
+                views = {parts.key_of(out): out for out in outs if storage_key(out) == key}
+                trace.split_output(key, [(part, parts.bytes_of(part), views[part])
+                                         for part in sorted(views, key=lambda p: p[1:])])
             self._mark(f"fwd_end{i}")
         return hook
 
@@ -207,9 +219,11 @@ class Tracer(TorchDispatchMode):
                     # unsharded gradient, freed after the reduce-scatter.
                     trace.last_reader[key] = (op_index, t.untyped_storage().nbytes())
                 continue
-            tensor_id = trace.id_of(key)
-            if tensor_id is not None:
-                op.read(tensor_id, t)
+            ids = trace.ids_of(t)
+            for tensor_id in ids:
+                # A part of a split storage is read whole: slices are
+                # measured against a whole storage (OpRecord.read).
+                op.read(tensor_id, t if key not in trace.input_parts else None)
         for key in written:
             # A cached output must not change after it is cached (SAC checks
             # the version): neither the call that writes a tensor in place
