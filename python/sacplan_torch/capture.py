@@ -20,14 +20,12 @@ How it reads the model (see docs/python.md for the whole story):
 
 The parts: storage (tensor identity), clock, tracer (the dispatch mode and
 block hooks), trace (one block's record), autograd_walk, backward_timing,
-timed_passes, rerun_timing, step_adapters, json_io, progress; capture()
-below runs the passes.
+timed_passes, rerun_timing, step_adapters, device_info, json_io, progress;
+capture() below runs the passes.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import statistics
 import time
 from collections import defaultdict
@@ -39,6 +37,7 @@ from torch import nn
 from . import code_holds, distributed, rerun_timing, timed_passes
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .clock import Clock, cpu_now
+from .device_info import checked_host_link, device_info
 from .errors import SacplanError
 from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
@@ -65,61 +64,6 @@ def _workspace(log: AllocationLog, block: int, op_id: str) -> Tuple[int, int]:
         backward = max(0, log.peak(bwd_begin, bwd_end)
                        - max(log.live(bwd_begin), log.live(bwd_end)))
     return forward, backward
-
-
-def _host_memory_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def _checked_host_link(link: Mapping[str, float]) -> dict:
-    if not isinstance(link, Mapping):
-        raise SacplanError(f"host_link: expected a dict, not {type(link).__name__}")
-    unknown = sorted(set(link) - {"d2h_gbps", "h2d_gbps", "host_memory_bytes"})
-    if unknown:
-        raise SacplanError(f"host_link: unknown key '{unknown[0]}' (d2h_gbps, h2d_gbps, "
-                           "host_memory_bytes)")
-    out = {}
-    for key in ("d2h_gbps", "h2d_gbps", "host_memory_bytes"):
-        value = link.get(key, 0 if key == "host_memory_bytes" else None)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or value < 0 or (value == 0 and key != "host_memory_bytes"):
-            raise SacplanError(f"host_link.{key}: expected a positive number, not {value!r}")
-        out[key] = int(value) if key == "host_memory_bytes" else float(value)
-    return out
-
-
-def _measured_host_link(device: torch.device) -> dict:
-    """One pinned copy of 256 MiB each way, after one to warm up: the rate
-    of a copy engine, which is what the simulator queues copies at."""
-    nbytes = 256 << 20
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-    on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    rates = {}
-    for key, dst, src in (("d2h_gbps", host, on_device), ("h2d_gbps", on_device, host)):
-        dst.copy_(src, non_blocking=True)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src, non_blocking=True)
-        end.record()
-        end.synchronize()
-        rates[key] = round(nbytes / (start.elapsed_time(end) * 1e6), 3)
-    rates["host_memory_bytes"] = _host_memory_bytes() // max(torch.cuda.device_count(), 1)
-    return rates
-
-
-def _device_info(device: torch.device, host_link: Optional[Mapping[str, float]]) -> dict:
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info = {"name": props.name, "memory_bytes": int(props.total_memory),
-                "host_link": _measured_host_link(device)}
-    else:
-        info = {"name": "cpu", "memory_bytes": _host_memory_bytes()}
-    if host_link is not None:
-        info["host_link"] = host_link
-    return info
 
 
 def _fsdp_fields(block: nn.Module, name: str, world_size: int,
@@ -396,7 +340,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     "fsdp" object (buffer sizes, measured all-gather and reduce-scatter
     times). See docs/python.md, "Many ranks".
     """
-    host_link = None if host_link is None else _checked_host_link(host_link)
+    host_link = None if host_link is None else checked_host_link(host_link)
     found = find_blocks(model, blocks)
     parallel = distributed.parallel_info(found, sp)
     if not any(p.requires_grad for p in model.parameters()):
@@ -447,7 +391,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     doc = {
         "schema": PROFILE_SCHEMA,
         "source": "pytorch",
-        "device": _device_info(s.device, host_link),
+        "device": device_info(s.device, host_link),
         "model": {"name": config["name"], "config": config},
         "fixed": _fixed(s, rec, records, plain.phase, fsdp),
         "blocks": [r.to_json() for r in records],
