@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from . import code_holds, distributed, rerun_timing, timed_passes
+from . import code_holds, distributed, model_state, rerun_timing, timed_passes
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .clock import Clock, cpu_now
 from .device_info import checked_host_link, device_info
@@ -294,6 +294,55 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
     return fixed
 
 
+def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
+             progress: bool, name: Optional[str], host_link: Optional[dict]) -> dict:
+    """Trains capture's steps (warm-up, recorded, lifetimes, then the timed
+    passes in turns) and builds the profile from them."""
+    fsdp = parallel is not None and parallel["fsdp"]
+    bar = Progress(warmup + 2 + 4 * repeats, progress)
+
+    for _ in range(warmup):
+        s.finish(s.loss())
+        bar.advance("warm-up")
+
+    rec = _record_step(s, fsdp)
+    resolve_streams(rec.traces)
+    bar.advance("graph")
+    code_holds.apply(rec.traces, code_holds.measure(s.found, lambda: s.finish(s.loss())))
+    bar.advance("tensor lifetimes")
+    fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
+    bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
+    if rec.log.collectives is None:
+        # Inside a process group the recorded step waits after every
+        # collective (AllocationLog): its times are not a step's.
+        timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
+    op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
+    plain = timed_passes.PlainSteps(s)
+    rerun = rerun_timing.RerunPasses(
+        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
+        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
+        lambda: s.timed_step()["backward"])
+    timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
+
+    records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
+                             parallel, op_times.collectives)
+    timed_passes.share_unpacking(records, rerun.times, plain.phase)
+    config = model_fingerprint(s.model, s.found)
+    config.update({"name": name or type(s.model).__name__, "device": s.device.type})
+    config.update(stream_fingerprint(rec.traces[0].inputs))
+    doc = {
+        "schema": PROFILE_SCHEMA,
+        "source": "pytorch",
+        "device": device_info(s.device, host_link),
+        "model": {"name": config["name"], "config": config},
+        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
+        "blocks": [r.to_json() for r in records],
+    }
+    if parallel is not None:
+        doc["parallel"] = parallel
+    return doc
+
+
 def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
             optimizer: Optional[torch.optim.Optimizer] = None, path: Optional[str] = None,
             name: Optional[str] = None, warmup: int = 1, repeats: int = 3,
@@ -329,9 +378,10 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     plain step, and two steps with every block checkpointed, to time what
     selective checkpointing costs per op (rerun_timing.py). The passes
     take turns so that each sees the machine at the same speeds
-    (timed_passes.py). Gradients are set to
-    None after each step. Raises SacplanError for bad input; on error no file
-    is written.
+    (timed_passes.py). The model, the optimizer and the random generators
+    are given back as they were, also when capture raises
+    (model_state.kept: a host copy of what training changes, while it
+    runs). Raises SacplanError for bad input; on error no file is written.
 
     Inside a torch.distributed process group, every rank calls capture and
     gets its own profile: every byte and time in it is this rank's. The
@@ -355,49 +405,13 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         raise SacplanError("warmup must be >= 0 and repeats >= 1")
     if path is not None:
         path = check_output_path(path)
-    s = _Step(model, found, as_step(step), optimizer)
-    fsdp = parallel is not None and parallel["fsdp"]
-    bar = Progress(warmup + 2 + 4 * repeats, progress)
-
-    for _ in range(warmup):
-        s.finish(s.loss())
-        bar.advance("warm-up")
-
-    rec = _record_step(s, fsdp)
-    resolve_streams(rec.traces)
-    bar.advance("graph")
-    code_holds.apply(rec.traces, code_holds.measure(s.found, lambda: s.finish(s.loss())))
-    bar.advance("tensor lifetimes")
-    fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
-    bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
-    if rec.log.collectives is None:
-        # Inside a process group the recorded step waits after every
-        # collective (AllocationLog): its times are not a step's.
-        timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
-    op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
-    plain = timed_passes.PlainSteps(s)
-    rerun = rerun_timing.RerunPasses(
-        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
-        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
-        lambda: s.timed_step()["backward"])
-    timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
-
-    records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
-                             parallel, op_times.collectives)
-    timed_passes.share_unpacking(records, rerun.times, plain.phase)
-    config = model_fingerprint(model, found)
-    config.update({"name": name or type(model).__name__, "device": s.device.type})
-    config.update(stream_fingerprint(rec.traces[0].inputs))
-    doc = {
-        "schema": PROFILE_SCHEMA,
-        "source": "pytorch",
-        "device": device_info(s.device, host_link),
-        "model": {"name": config["name"], "config": config},
-        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
-        "blocks": [r.to_json() for r in records],
-    }
-    if parallel is not None:
-        doc["parallel"] = parallel
+    with model_state.kept(model, optimizer):
+        # The first step makes its gradients anew, as every later one does:
+        # one left from before would be accumulated into, and with warmup=0
+        # that step is the recorded one.
+        model.zero_grad(set_to_none=True)
+        doc = _profile(_Step(model, found, as_step(step), optimizer), parallel, warmup,
+                       repeats, progress, name, host_link)
     if path is not None:
         write_json_atomically(doc, path)
     return doc
