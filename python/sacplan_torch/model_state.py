@@ -90,7 +90,12 @@ class _State:
         self.optimizer = None if forward_only else optimizer
         if forward_only:
             return
-        for p in model.parameters():
+        # The optimizer may also step parameters outside the model (a
+        # learned loss weight the step function uses).
+        params = {id(p): p for p in model.parameters()}
+        for group in optimizer.param_groups if optimizer is not None else []:
+            params.update((id(p), p) for p in group["params"])
+        for p in params.values():
             # Training changes only what it gives gradients to: a frozen
             # parameter (a LoRA fine-tune's base weights) is not copied.
             if p.requires_grad:
@@ -145,10 +150,12 @@ def kept(model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
       tensor each module holds under each name, with its values;
     and unless `forward_only` (for a forward without grad, which trains
     nothing):
-    - the values of the parameters that require grad, in place (the same
-      Parameter objects; under FSDP2 this rank's shard). Frozen parameters
-      are not copied: training does not change them;
-    - every parameter's `.grad`: None, or the same tensor with its values;
+    - the values of the parameters that require grad, the model's and the
+      optimizer's, in place (the same Parameter objects; under FSDP2 this
+      rank's shard). Frozen parameters are not copied: training does not
+      change them;
+    - each of those parameters' `.grad`: None, or the same tensor with its
+      values;
     - the optimizer's `state` (the same dict for each parameter, holding
       the same tensor objects with their values and the other entries as
       they were; parameters and entries it gained inside are dropped) and

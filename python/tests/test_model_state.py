@@ -61,21 +61,23 @@ class Net(nn.Module):
 def setup():
     """The model mid-training: AdamW has stepped once (without the last
     block, which has no optimizer state yet), and a later backward left
-    gradients on every block but the first."""
+    gradients on every block but the first. The optimizer also trains a
+    loss scale outside the model."""
     torch.manual_seed(0)
     model = Net()
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 16, (4, 12), generator=g)
     targets = torch.randint(0, 16, (4, 12), generator=g)
+    scale = nn.Parameter(torch.ones(()))
 
     def step(m):
         # A loss weight drawn from Python's and NumPy's generators, as
         # noise-level or curriculum sampling does.
         weight = 1.0 + 0.1 * random.random() + 0.1 * float(np.random.rand())
-        return weight * F.cross_entropy(m(tokens).flatten(0, 1), targets.flatten())
+        return scale * weight * F.cross_entropy(m(tokens).flatten(0, 1), targets.flatten())
 
     blocks = list(model.blocks.parameters())
-    rest = [p for p in model.parameters() if all(p is not q for q in blocks)]
+    rest = [p for p in model.parameters() if all(p is not q for q in blocks)] + [scale]
     optimizer = torch.optim.AdamW([{"params": blocks, "weight_decay": 0.1},
                                    {"params": rest, "weight_decay": 0.0, "lr": 3e-3}], lr=1e-3)
     step(model).backward()
@@ -94,10 +96,14 @@ def everything(model: nn.Module, optimizer: torch.optim.Optimizer,
     """What a planning call must not change: values cloned (of each tensor's
     `view`: a rank's shard of a DTensor), objects held."""
     params = dict(model.named_parameters(remove_duplicate=False))
+    in_model = list(params.values())
+    trained = [p for g in optimizer.param_groups for p in g["params"]]
+    params.update((f"optimizer's own {i}", p) for i, p in enumerate(trained)
+                  if all(p is not q for q in in_model))
     return {
-        "objects": {"params": list(model.parameters()),
+        "objects": {"params": list(params.values()),
                     "buffers": list(model.buffers()),
-                    "grads": [p.grad for p in model.parameters()],
+                    "grads": [p.grad for p in params.values()],
                     "state": {id(p): (s, dict(s)) for p, s in optimizer.state.items()},
                     "groups": [g["params"] for g in optimizer.param_groups]},
         "params": {n: view(p).detach().clone() for n, p in params.items()},
