@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import planner
+from . import model_state, planner
 from .apply import AppliedPlan, apply_plan
 from .blocks import BlockSpec, find_blocks
 from .capture import capture
@@ -83,11 +83,10 @@ class _ShapeTrace(TorchDispatchMode):
 
 def _cache_key(model: nn.Module, step, found, optimizer) -> str:
     """A hash of the model's identity and one forward's aten calls with their
-    shapes, run without grad and with the random state put back."""
-    devices = sorted({p.device.index for p in model.parameters()
-                      if p.device.type == "cuda" and p.device.index is not None})
+    shapes, run without grad, with the buffers it updates and the random
+    state put back (model_state.kept)."""
     trace = _ShapeTrace()
-    with torch.random.fork_rng(devices=devices), torch.no_grad(), trace:
+    with model_state.kept(model, forward_only=True), torch.no_grad(), trace:
         step(model)
     identity = {
         "version": CACHE_VERSION,
@@ -129,7 +128,9 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
                     host_link: Optional[Dict[str, float]] = None) -> AutoCheckpoint:
     """Captures `model` (real training steps: warmup + 2 + 4 * repeats and
     two more, see capture), plans the fastest checkpointing whose simulated
-    peak fits `budget` (bytes, or "70GB"), and applies it.
+    peak fits `budget` (bytes, or "70GB"), and applies it. The model, the
+    optimizer and the random generators come out as they went in, whether
+    it returns or raises (capture and the cache key's forward give them back).
 
     Returns an AutoCheckpoint with the plan, the predicted peak and step and
     each block's decisions. A budget no plan meets raises SacplanError

@@ -20,14 +20,12 @@ How it reads the model (see docs/python.md for the whole story):
 
 The parts: storage (tensor identity), clock, tracer (the dispatch mode and
 block hooks), trace (one block's record), autograd_walk, backward_timing,
-timed_passes, rerun_timing, step_adapters, json_io, progress; capture()
-below runs the passes.
+timed_passes, rerun_timing, step_adapters, device_info, json_io, progress;
+capture() below runs the passes.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import statistics
 import time
 from collections import defaultdict
@@ -36,9 +34,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from . import code_holds, distributed, rerun_timing, timed_passes
+from . import code_holds, distributed, model_state, rerun_timing, timed_passes
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .clock import Clock, cpu_now
+from .device_info import checked_host_link, device_info
 from .errors import SacplanError
 from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
@@ -65,61 +64,6 @@ def _workspace(log: AllocationLog, block: int, op_id: str) -> Tuple[int, int]:
         backward = max(0, log.peak(bwd_begin, bwd_end)
                        - max(log.live(bwd_begin), log.live(bwd_end)))
     return forward, backward
-
-
-def _host_memory_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def _checked_host_link(link: Mapping[str, float]) -> dict:
-    if not isinstance(link, Mapping):
-        raise SacplanError(f"host_link: expected a dict, not {type(link).__name__}")
-    unknown = sorted(set(link) - {"d2h_gbps", "h2d_gbps", "host_memory_bytes"})
-    if unknown:
-        raise SacplanError(f"host_link: unknown key '{unknown[0]}' (d2h_gbps, h2d_gbps, "
-                           "host_memory_bytes)")
-    out = {}
-    for key in ("d2h_gbps", "h2d_gbps", "host_memory_bytes"):
-        value = link.get(key, 0 if key == "host_memory_bytes" else None)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or value < 0 or (value == 0 and key != "host_memory_bytes"):
-            raise SacplanError(f"host_link.{key}: expected a positive number, not {value!r}")
-        out[key] = int(value) if key == "host_memory_bytes" else float(value)
-    return out
-
-
-def _measured_host_link(device: torch.device) -> dict:
-    """One pinned copy of 256 MiB each way, after one to warm up: the rate
-    of a copy engine, which is what the simulator queues copies at."""
-    nbytes = 256 << 20
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-    on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    rates = {}
-    for key, dst, src in (("d2h_gbps", host, on_device), ("h2d_gbps", on_device, host)):
-        dst.copy_(src, non_blocking=True)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src, non_blocking=True)
-        end.record()
-        end.synchronize()
-        rates[key] = round(nbytes / (start.elapsed_time(end) * 1e6), 3)
-    rates["host_memory_bytes"] = _host_memory_bytes() // max(torch.cuda.device_count(), 1)
-    return rates
-
-
-def _device_info(device: torch.device, host_link: Optional[Mapping[str, float]]) -> dict:
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info = {"name": props.name, "memory_bytes": int(props.total_memory),
-                "host_link": _measured_host_link(device)}
-    else:
-        info = {"name": "cpu", "memory_bytes": _host_memory_bytes()}
-    if host_link is not None:
-        info["host_link"] = host_link
-    return info
 
 
 def _fsdp_fields(block: nn.Module, name: str, world_size: int,
@@ -350,6 +294,55 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
     return fixed
 
 
+def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
+             progress: bool, name: Optional[str], host_link: Optional[dict]) -> dict:
+    """Trains capture's steps (warm-up, recorded, lifetimes, then the timed
+    passes in turns) and builds the profile from them."""
+    fsdp = parallel is not None and parallel["fsdp"]
+    bar = Progress(warmup + 2 + 4 * repeats, progress)
+
+    for _ in range(warmup):
+        s.finish(s.loss())
+        bar.advance("warm-up")
+
+    rec = _record_step(s, fsdp)
+    resolve_streams(rec.traces)
+    bar.advance("graph")
+    code_holds.apply(rec.traces, code_holds.measure(s.found, lambda: s.finish(s.loss())))
+    bar.advance("tensor lifetimes")
+    fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
+    bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
+    if rec.log.collectives is None:
+        # Inside a process group the recorded step waits after every
+        # collective (AllocationLog): its times are not a step's.
+        timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
+    op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
+    plain = timed_passes.PlainSteps(s)
+    rerun = rerun_timing.RerunPasses(
+        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
+        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
+        lambda: s.timed_step()["backward"])
+    timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
+
+    records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
+                             parallel, op_times.collectives)
+    timed_passes.share_unpacking(records, rerun.times, plain.phase)
+    config = model_fingerprint(s.model, s.found)
+    config.update({"name": name or type(s.model).__name__, "device": s.device.type})
+    config.update(stream_fingerprint(rec.traces[0].inputs))
+    doc = {
+        "schema": PROFILE_SCHEMA,
+        "source": "pytorch",
+        "device": device_info(s.device, host_link),
+        "model": {"name": config["name"], "config": config},
+        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
+        "blocks": [r.to_json() for r in records],
+    }
+    if parallel is not None:
+        doc["parallel"] = parallel
+    return doc
+
+
 def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
             optimizer: Optional[torch.optim.Optimizer] = None, path: Optional[str] = None,
             name: Optional[str] = None, warmup: int = 1, repeats: int = 3,
@@ -385,9 +378,10 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     plain step, and two steps with every block checkpointed, to time what
     selective checkpointing costs per op (rerun_timing.py). The passes
     take turns so that each sees the machine at the same speeds
-    (timed_passes.py). Gradients are set to
-    None after each step. Raises SacplanError for bad input; on error no file
-    is written.
+    (timed_passes.py). The model, the optimizer and the random generators
+    are given back as they were, also when capture raises
+    (model_state.kept: a host copy of what training changes, while it
+    runs). Raises SacplanError for bad input; on error no file is written.
 
     Inside a torch.distributed process group, every rank calls capture and
     gets its own profile: every byte and time in it is this rank's. The
@@ -396,7 +390,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     "fsdp" object (buffer sizes, measured all-gather and reduce-scatter
     times). See docs/python.md, "Many ranks".
     """
-    host_link = None if host_link is None else _checked_host_link(host_link)
+    host_link = None if host_link is None else checked_host_link(host_link)
     found = find_blocks(model, blocks)
     parallel = distributed.parallel_info(found, sp)
     if not any(p.requires_grad for p in model.parameters()):
@@ -411,49 +405,13 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         raise SacplanError("warmup must be >= 0 and repeats >= 1")
     if path is not None:
         path = check_output_path(path)
-    s = _Step(model, found, as_step(step), optimizer)
-    fsdp = parallel is not None and parallel["fsdp"]
-    bar = Progress(warmup + 2 + 4 * repeats, progress)
-
-    for _ in range(warmup):
-        s.finish(s.loss())
-        bar.advance("warm-up")
-
-    rec = _record_step(s, fsdp)
-    resolve_streams(rec.traces)
-    bar.advance("graph")
-    code_holds.apply(rec.traces, code_holds.measure(s.found, lambda: s.finish(s.loss())))
-    bar.advance("tensor lifetimes")
-    fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
-    bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in found]
-    if rec.log.collectives is None:
-        # Inside a process group the recorded step waits after every
-        # collective (AllocationLog): its times are not a step's.
-        timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
-    op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
-    plain = timed_passes.PlainSteps(s)
-    rerun = rerun_timing.RerunPasses(
-        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
-        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
-        lambda: s.timed_step()["backward"])
-    timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
-
-    records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
-                             parallel, op_times.collectives)
-    timed_passes.share_unpacking(records, rerun.times, plain.phase)
-    config = model_fingerprint(model, found)
-    config.update({"name": name or type(model).__name__, "device": s.device.type})
-    config.update(stream_fingerprint(rec.traces[0].inputs))
-    doc = {
-        "schema": PROFILE_SCHEMA,
-        "source": "pytorch",
-        "device": _device_info(s.device, host_link),
-        "model": {"name": config["name"], "config": config},
-        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
-        "blocks": [r.to_json() for r in records],
-    }
-    if parallel is not None:
-        doc["parallel"] = parallel
+    with model_state.kept(model, optimizer):
+        # The first step makes its gradients anew, as every later one does:
+        # one left from before would be accumulated into, and with warmup=0
+        # that step is the recorded one.
+        model.zero_grad(set_to_none=True)
+        doc = _profile(_Step(model, found, as_step(step), optimizer), parallel, warmup,
+                       repeats, progress, name, host_link)
     if path is not None:
         write_json_atomically(doc, path)
     return doc
