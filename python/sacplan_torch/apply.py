@@ -168,7 +168,12 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
     original = block.forward
     seen: Set[str] = set()
     draws: List[Tuple[str, bool]] = []
-    state = {"checked": False}
+    # draws_random: None until the first forward has shown whether the
+    # block draws random numbers. A block that draws none needs no generator
+    # state in its checkpoint: PyTorch would otherwise stash the CPU
+    # generator's state (5,056 bytes of host memory) per block until its
+    # backward, which on a CPU is memory the plan does not count.
+    state = {"checked": False, "draws_random": None}
     pending = PendingCall()
 
     trace = _trace_enabled()
@@ -190,6 +195,11 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             if not state["checked"] and is_random(func, args, kwargs):
                 # An offloaded call draws nothing in the re-run either.
                 draws.append((op_id, saved or offloaded))
+            elif state["draws_random"] is False and is_random(func, args, kwargs):
+                raise SacplanError(
+                    f"blocks[{index}] draws random numbers in '{one_line(op_id)}' though its "
+                    "first step drew none, so its checkpoint keeps no generator state and the "
+                    "re-run would draw other numbers; apply the plan again to check anew")
         if trace and (op_id, ctx.is_recompute) not in traced:
             # SACPLAN_TRACE: once per op id and pass, for the trainer's log.
             traced.add((op_id, ctx.is_recompute))
@@ -255,6 +265,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             else:
                 with input_offload(inputs, applied.host, copies):
                     out = checkpoint(run, *args, use_reentrant=False, context_fn=contexts,
+                                     preserve_rng_state=state["draws_random"] is not False,
                                      **kwargs)
                 forward_triggers.resolve()
         finally:
@@ -269,6 +280,7 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
         if not state["checked"]:
             forward_draws = list(draws)
             draws.clear()
+            state["draws_random"] = bool(forward_draws)
             _check_random_replay(index, forward_draws)
             # Stays unchecked when one is missing: every later forward
             # refuses too. A plan for another model names other ops.
