@@ -79,6 +79,11 @@ class Tracer(TorchDispatchMode):
             name = self.blocks[i][0]
             if self.traces[i] is not None:
                 raise SacplanError(f"blocks[{i}] ({name}) runs more than once in a step")
+            if i > 0 and self.traces[i - 1] is None:
+                raise SacplanError(
+                    f"blocks[{i}] ({name}) runs before blocks[{i - 1}] "
+                    f"({self.blocks[i - 1][0]}): give the blocks in the order the forward "
+                    "runs them")
             self._mark(f"fwd_start{i}")
             trace = BlockTrace(i, name)
             try:
