@@ -82,8 +82,8 @@ class Tracer(TorchDispatchMode):
             if i > 0 and self.traces[i - 1] is None:
                 raise SacplanError(
                     f"blocks[{i}] ({name}) runs before blocks[{i - 1}] "
-                    f"({self.blocks[i - 1][0]}): give the blocks in the order the forward "
-                    "runs them")
+                    f"({self.blocks[i - 1][0]}) has run: give the blocks in the order the "
+                    "forward runs them, each once a step")
             self._mark(f"fwd_start{i}")
             trace = BlockTrace(i, name)
             try:

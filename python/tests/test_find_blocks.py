@@ -140,5 +140,6 @@ def test_capture_takes_several_lists_and_refuses_another_order():
                                 repeats=1)
     assert [b["name"] for b in doc["blocks"]] == ["early.0", "early.1", "late.0", "late.1"]
     with pytest.raises(SacplanError, match=r"^blocks\[2\] \(early\.0\) runs before blocks\[1\] "
-                       r"\(late\.1\): give the blocks in the order the forward runs them$"):
+                       r"\(late\.1\) has run: give the blocks in the order the forward runs "
+                       r"them, each once a step$"):
         sacplan_torch.capture(model, x, blocks=[model.late, model.early], warmup=0, repeats=1)
