@@ -44,7 +44,7 @@ from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
 from .memory import (AllocationLog, check_loss, optimizer_state_tensors, sync,
                      unique_storage_bytes)
-from .plan_doc import PROFILE_SCHEMA, model_fingerprint
+from .plan_doc import PROFILE_SCHEMA, autocast_fingerprint, model_fingerprint
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key
@@ -443,7 +443,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
     timed_passes.share_unpacking(records, rerun.times, plain.phase)
     config = model_fingerprint(model, found)
     config.update({"name": name or type(model).__name__, "device": s.device.type})
-    config.update(stream_fingerprint(rec.traces[0].inputs))
+    config.update(stream_fingerprint(rec.traces[0].inputs), **autocast_fingerprint(rec.traces))
     doc = {
         "schema": PROFILE_SCHEMA,
         "source": "pytorch",

@@ -19,8 +19,8 @@ from .clock import Clock
 from .errors import SacplanError
 from .graph import OpRecord, TensorRecord, dtype_name, op_kind
 from .memory import AllocationLog
-from .naming import (OpNamer, aten_name, autocast_cast_dtypes, is_autocast_cached,
-                     is_collective, is_named, is_random)
+from .naming import (OpNamer, aten_name, autocast_cast_dtypes, autocast_dtype_of,
+                     is_autocast_cached, is_collective, is_named, is_random)
 from .storage import fresh_outputs, output_id, storage_key, tensors_of, written_args
 from .trace import BlockTrace
 
@@ -110,6 +110,8 @@ class Tracer(TorchDispatchMode):
             trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
             trace.autocast_dtypes = autocast_cast_dtypes(
                 {"cpu"} | {v.device.type for _, v in named if isinstance(v, torch.Tensor)})
+            trace.autocast_dtype = autocast_dtype_of(
+                next(v for _, v in named if isinstance(v, torch.Tensor)).device.type)
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
             if i == 0 and self.structure:
