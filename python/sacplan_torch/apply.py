@@ -21,7 +21,8 @@ from .errors import SacplanError, one_line
 from .naming import is_collective, is_named, is_random, split_op_id
 from .offload import (BlockCopies, HostPool, PendingCall, Triggers, checkpoint_contexts,
                       input_offload, plain_offload, trigger_contexts)
-from .plan_doc import PlanLike, check_input_matches, check_plan_matches, load_plan
+from .plan_doc import (PlanLike, check_autocast_matches, check_input_matches,
+                       check_plan_matches, load_plan)
 
 _APPLIED = "_sacplan_applied_forward"
 
@@ -380,9 +381,24 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
             _wrap_block(applied, index, block, set(entry["save"]),
                         set(entry["save"]) | set(entry.get("recompute", [])), checkpointed,
                         offload_inputs, offload_ops, triggers, block_before_leads)
+    for index, (name, block) in enumerate(found):
+        hook = block.register_forward_pre_hook(
+            functools.partial(_check_autocast, plan, index, name), with_kwargs=True)
+        applied._undo.append(hook.remove)
     _APPLIED_TO[model] = applied
     applied._undo.insert(0, functools.partial(_forget, weakref.ref(model)))
     return applied
+
+
+def _check_autocast(plan: Dict[str, Any], index: int, name: str, module, args,
+                    kwargs) -> None:
+    """A block's forward pre-hook: the plan's times and bytes, its op ids
+    (autocast's casts) and its policy hold only under the autocast its
+    profile was captured under. Checked at every training forward, since a
+    step may enter autocast after the first; not while compiling, where
+    apply_plan's eager checks do not run."""
+    if torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        check_autocast_matches(plan, index, name, args, kwargs)
 
 
 def _forget(model_ref: "weakref.ref[nn.Module]") -> None:

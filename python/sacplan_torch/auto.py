@@ -36,9 +36,17 @@ CACHE_VERSION = 1
 
 @dataclass
 class BlockDecision:
-    """One block of the plan: checkpointed or not, the op ids it keeps for
-    backward, those it recomputes, and what it keeps in host memory (op
-    ids, and carried inputs by argument name)."""
+    """One block of the plan: checkpointed or not, the op ids whose outputs
+    it keeps for backward (`save`), those it re-runs in backward
+    (`recompute`), and what it keeps in host memory (`offload`: op ids, and
+    carried inputs by argument name; offloaded ops are in `save` too).
+
+    A checkpointed block keeps what its policy saves (the plan's `save`)
+    and recomputes the rest. A block left alone (`checkpoint` False) runs
+    plainly: it keeps what autograd saves, the ops whose outputs some op's
+    backward reads (the profile's `backward_needs`), frees the others after
+    their last reader, and recomputes nothing. (Its plan entry lists every
+    op under `save`: the planner's way of saying "not checkpointed".)"""
 
     index: int
     name: str
@@ -99,14 +107,26 @@ def _cache_key(model: nn.Module, step, found, optimizer) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _decisions(plan: Dict[str, Any], found) -> List[BlockDecision]:
+def _autograd_keeps(block: Dict[str, Any]) -> List[str]:
+    """The ops of a profile's block whose outputs plain autograd keeps for
+    backward: those some op's backward reads, in forward order."""
+    needed = {tensor for op in block["ops"] for tensor in op.get("backward_needs", [])}
+    return [op["id"] for op in block["ops"]
+            if any(out["id"] in needed for out in op.get("outputs", []))]
+
+
+def _decisions(plan: Dict[str, Any], found, profile: Dict[str, Any]) -> List[BlockDecision]:
     out = []
     for entry in plan["blocks"]:
         index = entry["index"]
-        out.append(BlockDecision(index=index, name=found[index][0],
-                                 checkpoint=bool(entry.get("checkpoint", False)),
-                                 save=list(entry.get("save", [])),
-                                 recompute=list(entry.get("recompute", [])),
+        # As apply_plan reads it: an entry without the field is checkpointed.
+        checkpoint = bool(entry.get("checkpoint", True))
+        save = list(entry.get("save", []))
+        if not checkpoint:
+            save = _autograd_keeps(profile["blocks"][index])
+        out.append(BlockDecision(index=index, name=found[index][0], checkpoint=checkpoint,
+                                 save=save,
+                                 recompute=list(entry.get("recompute", [])) if checkpoint else [],
                                  offload=list(entry.get("offload", []))))
     return out
 
@@ -186,7 +206,8 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     return AutoCheckpoint(plan=plan, applied=applied,
                           predicted_peak_bytes=int(predicted.get("peak_bytes", 0)),
                           predicted_step_ms=float(predicted.get("step_ms", 0.0)),
-                          decisions=_decisions(plan, found), captured=captured,
+                          decisions=_decisions(plan, found, applied.profile),
+                          captured=captured,
                           profile_path=profile_path, cache_key=key, notes=notes)
 
 

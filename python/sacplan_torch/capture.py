@@ -43,7 +43,7 @@ from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
 from .memory import (AllocationLog, check_loss, optimizer_state_tensors, sync,
                      unique_storage_bytes)
-from .plan_doc import PROFILE_SCHEMA, model_fingerprint
+from .plan_doc import PROFILE_SCHEMA, autocast_fingerprint, model_fingerprint
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key
@@ -329,7 +329,7 @@ def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
     timed_passes.share_unpacking(records, rerun.times, plain.phase)
     config = model_fingerprint(s.model, s.found)
     config.update({"name": name or type(s.model).__name__, "device": s.device.type})
-    config.update(stream_fingerprint(rec.traces[0].inputs))
+    config.update(stream_fingerprint(rec.traces[0].inputs), **autocast_fingerprint(rec.traces))
     doc = {
         "schema": PROFILE_SCHEMA,
         "source": "pytorch",

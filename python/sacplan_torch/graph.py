@@ -133,7 +133,10 @@ _ATTENTION = {
     "_efficient_attention_forward", "_scaled_dot_product_attention_math",
     "_scaled_dot_product_fused_attention_overrideable",
 }
-_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation"}
+# `_grouped_mm`: a mixture of experts' expert matmuls, one call for all
+# experts (Qwen3-MoE in transformers 5, TorchTitan's MoE).
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation",
+           "_grouped_mm"}
 _ADD = {"add", "add_"}
 # Functional collectives (namespace included, as aten_name writes them).
 _COLLECTIVE = {

@@ -11,9 +11,14 @@ events.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import statistics
+import sys
+import tempfile
 import time
+import warnings
 from typing import Callable, Dict, Iterable, List, Optional
 
 import torch
@@ -32,6 +37,49 @@ from .errors import SacplanError
 # neighbouring marks; host and device allocations share the profiler's
 # clock, so a host sentinel still places its mark among device allocations.
 _SENTINEL_BASE = 999_983
+
+
+# What torch's profiler says on every machine, about itself, that a user of
+# capture cannot act on: kineto's line (C++, to fd 2, once a process) when
+# its CUDA build finds no GPU, and the warning that a profile keeps one
+# cycle's events, which is all AllocationLog reads.
+_KINETO_NO_GPU = b"gpuGetDeviceCount failed"
+_ONE_CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
+
+
+@contextlib.contextmanager
+def _profiler_quiet(device_type: str):
+    """Silences the two messages above around the profiler's own calls, and
+    nothing else: other lines written to fd 2 meanwhile are written back.
+    fd 2 is swapped only on a CPU, where kineto's line comes from (entering
+    or leaving the first profile of the process); KINETO_LOG_LEVEL would
+    silence it too, but kineto reads it once, at its first use, and would
+    keep its errors from the user's own profiles for good."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_ONE_CYCLE_WARNING, category=UserWarning)
+        if device_type != "cpu":
+            yield
+            return
+        sys.stderr.flush()
+        try:
+            saved_fd = os.dup(2)
+        except OSError:  # no fd 2 to write to, nothing to silence
+            yield
+            return
+        try:
+            with tempfile.TemporaryFile() as caught:
+                os.dup2(caught.fileno(), 2)
+                try:
+                    yield
+                finally:
+                    os.dup2(saved_fd, 2)
+                    caught.seek(0)
+                    kept = b"".join(line for line in caught.read().splitlines(keepends=True)
+                                    if _KINETO_NO_GPU not in line)
+                    while kept:
+                        kept = kept[os.write(2, kept):]
+        finally:
+            os.close(saved_fd)
 
 
 def unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -113,7 +161,8 @@ class AllocationLog:
         if self.collectives is not None:
             self.collectives.__enter__()
         self._profiler = profile(activities=activities, profile_memory=True)
-        self._profiler.__enter__()
+        with _profiler_quiet(self.device.type):
+            self._profiler.__enter__()
         return self
 
     def mark(self, label: str) -> None:
@@ -125,7 +174,8 @@ class AllocationLog:
         del sentinel
 
     def __exit__(self, *exc) -> None:
-        self._profiler.__exit__(*exc)
+        with _profiler_quiet(self.device.type):
+            self._profiler.__exit__(*exc)
         if self.collectives is not None:
             self.collectives.__exit__(*exc)
         if exc[0] is not None:

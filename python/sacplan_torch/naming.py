@@ -18,7 +18,7 @@ forward and in the recompute.
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -78,6 +78,15 @@ def autocast_cast_dtypes(device_types) -> Dict[str, torch.dtype]:
         return {}
     return {d: torch.get_autocast_dtype(d) for d in device_types
             if torch.is_autocast_enabled(d)}
+
+
+def autocast_dtype_of(device_type: str) -> Optional[str]:
+    """The dtype autocast casts to on `device_type` ("bfloat16"), its cache
+    on or off, or None when autocast is off there. Read outside the
+    dispatcher, as autocast_cast_dtypes."""
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    return str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
 
 
 def is_autocast_cached(func, args, out, dtypes: Dict[str, torch.dtype]) -> bool:

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from .blocks import eager_block
-from .errors import SacplanError
+from .errors import SacplanError, one_line
+from .naming import autocast_dtype_of
 
 PROFILE_SCHEMA = "sacplan.profile/1"
 
@@ -103,6 +104,40 @@ def model_fingerprint(model: nn.Module, blocks: Sequence[Tuple[str, nn.Module]])
         "block_param_count": sum(p.numel() for p in first.parameters()),
         "param_count": sum(p.numel() for p in model.parameters()),
     }
+
+
+def autocast_fingerprint(traces) -> Dict[str, Any]:
+    """What model_config records of the autocast the blocks ran under in the
+    recorded step: `autocast_dtype`, the dtype autocast cast to on the
+    blocks' device, or None when it was off. The weight casts autocast
+    caches, the activations' dtypes and so the whole op graph depend on it.
+    Blocks that ran under different autocasts record nothing (unchecked)."""
+    dtypes = {trace.autocast_dtype for trace in traces}
+    return {"autocast_dtype": dtypes.pop()} if len(dtypes) == 1 else {}
+
+
+def _autocast_name(dtype: str | None) -> str:
+    return f"autocast {dtype}" if dtype is not None else "no autocast"
+
+
+def check_autocast_matches(plan: Dict[str, Any], index: int, name: str, args,
+                           kwargs) -> None:
+    """Raises SacplanError when a block runs under another autocast than the
+    plan's profile was captured under (model_config.autocast_dtype; a
+    profile older than the field is not checked). The block's device is
+    that of its first tensor argument, as capture read it."""
+    recorded = plan.get("model_config", {})
+    if "autocast_dtype" not in recorded:
+        return
+    first = next((v for v in list(args) + list(kwargs.values())
+                  if isinstance(v, torch.Tensor)), None)
+    actual = autocast_dtype_of(first.device.type if first is not None else "cpu")
+    if actual != recorded["autocast_dtype"]:
+        raise SacplanError(
+            f"plan is for another autocast dtype: its profile was captured under "
+            f"{_autocast_name(recorded['autocast_dtype'])}, blocks[{index}] ({one_line(name)}) "
+            f"runs under {_autocast_name(actual)} here; capture the step as it trains, "
+            "autocast included, and plan again")
 
 
 def check_plan_matches(plan: Dict[str, Any], model: nn.Module,

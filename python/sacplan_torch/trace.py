@@ -46,6 +46,9 @@ class BlockTrace:
         # Device type -> the dtype autocast casts to and caches, for the
         # autocast regions (cache on) the block runs inside.
         self.autocast_dtypes: Dict[str, torch.dtype] = {}
+        # The dtype autocast casts to on the block's device (that of its
+        # first tensor argument), its cache on or off; None: autocast off.
+        self.autocast_dtype: Optional[str] = None
         self.seq_start = 0
         self.last_seq = 0
         self.outputs: List[str] = []          # tensor ids, one per stream

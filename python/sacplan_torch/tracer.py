@@ -19,8 +19,8 @@ from .clock import Clock
 from .errors import SacplanError
 from .graph import OpRecord, TensorRecord, dtype_name, op_kind
 from .memory import AllocationLog
-from .naming import (OpNamer, aten_name, autocast_cast_dtypes, is_autocast_cached,
-                     is_collective, is_named, is_random)
+from .naming import (OpNamer, aten_name, autocast_cast_dtypes, autocast_dtype_of,
+                     is_autocast_cached, is_collective, is_named, is_random)
 from .boundary import Parts, byte_range, named_tensors
 from .storage import fresh_outputs, output_id, storage_key, tensors_of, written_args
 from .trace import BlockTrace
@@ -80,6 +80,11 @@ class Tracer(TorchDispatchMode):
             name = self.blocks[i][0]
             if self.traces[i] is not None:
                 raise SacplanError(f"blocks[{i}] ({name}) runs more than once in a step")
+            if i > 0 and self.traces[i - 1] is None:
+                raise SacplanError(
+                    f"blocks[{i}] ({name}) runs before blocks[{i - 1}] "
+                    f"({self.blocks[i - 1][0]}) has run: give the blocks in the order the "
+                    "forward runs them, each once a step")
             self._mark(f"fwd_start{i}")
             trace = BlockTrace(i, name)
             try:
@@ -112,6 +117,7 @@ class Tracer(TorchDispatchMode):
             trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
             trace.autocast_dtypes = autocast_cast_dtypes(
                 {"cpu"} | {t.device.type for _, t in leaves})
+            trace.autocast_dtype = autocast_dtype_of(leaves[0][1].device.type)
             self.namers[i].reset()
             trace.seq_start = trace.last_seq = torch._C._autograd._get_sequence_nr()
             if i == 0 and self.structure:

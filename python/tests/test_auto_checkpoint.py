@@ -199,3 +199,26 @@ def test_explain_and_the_trace_say_what_the_policy_does(monkeypatch, capfd):
     result.remove()
     with pytest.raises(SacplanError, match="no plan is applied"):
         sacplan_torch.explain(model)
+
+
+def test_a_block_left_alone_lists_what_autograd_keeps():
+    """A budget every plan meets checkpoints nothing: each block's plan
+    entry lists every op under `save` (the planner's "not checkpointed"),
+    but the block keeps only what autograd saves for backward."""
+    model, step, optimizer = setup()
+    result = sacplan_torch.auto_checkpoint(model, step, "100GB", blocks="blocks",
+                                           optimizer=optimizer, warmup=0, repeats=1)
+    # MixBlock's ops whose outputs some backward reads: layer norm (its
+    # mean and rstd), the linears feeding a matmul, a product or an
+    # activation, softmax (its output), the residual before the MLP, silu
+    # and the gate's product. Not the attention's two bmms and their
+    # scaling, nor the MLP's down projection and last residual add, which
+    # only the next op reads.
+    kept = ["norm.native_layer_norm", "qk.addmm", "_softmax", "add", "gate.addmm", "silu",
+            "up.addmm", "mul"]
+    for decision, entry in zip(result.decisions, result.plan["blocks"]):
+        assert not decision.checkpoint and not entry["checkpoint"]
+        assert len(entry["save"]) == 13
+        assert decision.save == kept
+        assert decision.recompute == []
+    result.remove()

@@ -60,3 +60,38 @@ def test_capture_dtypes_are_the_tables():
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64,
                   torch.complex128):
         assert bytes_of[graph.dtype_name(dtype)] == dtype.itemsize
+
+
+class _Experts(torch.nn.Module):
+    """A linear, then two grouped matmuls over 2 experts of 4 tokens each,
+    as a mixture of experts runs its experts (Qwen3-MoE in transformers 5
+    calls `torch._grouped_mm`)."""
+
+    def __init__(self, dim: int = 16):
+        super().__init__()
+        self.up = torch.nn.Linear(dim, dim)
+        self.w1 = torch.nn.Parameter(torch.randn(2, dim, dim) / dim)
+        self.w2 = torch.nn.Parameter(torch.randn(2, dim, dim) / dim)
+        self.register_buffer("offs", torch.tensor([4, 8], dtype=torch.int32))
+
+    def forward(self, x):
+        h = torch._grouped_mm(self.up(x), self.w1, offs=self.offs)
+        return x + torch._grouped_mm(torch.relu(h), self.w2, offs=self.offs)
+
+
+def test_grouped_matmuls_are_matmuls_to_the_torchtitan_preset():
+    import sacplan_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_Experts(), _Experts())
+    x = torch.randn(8, 16)
+    profile = sacplan_torch.capture(model, lambda m: m(x).square().mean(),
+                                    blocks=list(model), warmup=0, repeats=1)
+    kinds = {op["id"]: op["kind"] for op in profile["blocks"][0]["ops"]}
+    assert kinds["_grouped_mm"] == kinds["_grouped_mm.1"] == "mm"
+    # TorchTitan saves the 1st, 3rd, ... matmul of a block: the linear and
+    # the second grouped matmul.
+    plan = sacplan_torch.plan(profile, preset="torchtitan")
+    for block in plan["blocks"]:
+        assert {"up.addmm", "_grouped_mm.1"} <= set(block["save"])
+        assert "_grouped_mm" not in block["save"]
