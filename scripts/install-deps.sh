@@ -55,6 +55,17 @@ for pair in numpy:numpy pytest:pytest xdist:pytest-xdist; do
   fi
 done
 
+# The libraries users build their models with, at the versions the
+# real-library tests (python/tests/test_real_libraries.py) were written
+# against: diffusers' video and image DiTs, transformers' LLMs.
+for pin in diffusers==0.42.1 transformers==5.23.0; do
+  package="${pin%%==*}" version="${pin#*==}"
+  if [ "$(python3 -c "import importlib.metadata as m; print(m.version('${package}'))" 2>/dev/null)" != "${version}" ]; then
+    echo "sacplan: installing ${pin} from PyPI" >&2
+    python3 -m pip install --quiet "${pin}"
+  fi
+done
+
 # The bridge to PyTorch trainers, installed editable from this checkout every
 # time (a clone elsewhere must not keep importing an older checkout's copy).
 # pip builds its planner extension (sacplan_torch._planner) with CMake from

@@ -33,6 +33,12 @@ from .plan_doc import model_fingerprint
 
 CACHE_VERSION = 1
 
+# auto_checkpoint plans for its budget less this share of it, so that a
+# plan packed up to its budget still measures within it: the bridge's
+# predicted peaks are short of the measured ones by up to 0.4% on the
+# library models of tests/test_real_libraries.py (docs/python.md).
+PEAK_MARGIN = 0.005
+
 
 @dataclass
 class BlockDecision:
@@ -194,8 +200,8 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
                 plan = json.load(f)
             notes.append(f"plan from {plan_path}")
         else:
-            plan = planner.plan(profile, budget=budget, semantics=semantics,
-                                budget_kind=budget_kind, host_budget=host_budget)
+            plan = _plan_with_margin(profile, budget, semantics, budget_kind, host_budget,
+                                     notes)
             if plan_path is not None:
                 write_json_atomically(plan, plan_path)
     plan = _broadcast(plan, rank)
@@ -209,6 +215,26 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
                           decisions=_decisions(plan, found, applied.profile),
                           captured=captured,
                           profile_path=profile_path, cache_key=key, notes=notes)
+
+
+def _plan_with_margin(profile, budget, semantics: str, budget_kind: str, host_budget,
+                      notes: List[str]) -> Dict[str, Any]:
+    """The fastest plan within `budget` less PEAK_MARGIN of it; when only
+    the margin is unmeetable, the fastest within `budget` (and a note)."""
+    plan = planner.plan(profile, budget=budget, semantics=semantics,
+                        budget_kind=budget_kind, host_budget=host_budget)
+    budget_bytes = int(plan.get("budget_bytes", 0))
+    room = budget_bytes - int(budget_bytes * PEAK_MARGIN)
+    key = "reserved_peak_bytes" if budget_kind == "reserved" else "peak_bytes"
+    if plan["predicted"][key] <= room:
+        return plan
+    try:
+        return planner.plan(profile, budget=room, semantics=semantics,
+                            budget_kind=budget_kind, host_budget=host_budget)
+    except SacplanError:
+        notes.append(f"no plan fits {room:,} bytes ({PEAK_MARGIN:.1%} below the budget, "
+                     "the bridge's peak error): planned for the budget itself")
+        return plan
 
 
 def _as_document(profile) -> Dict[str, Any]:
