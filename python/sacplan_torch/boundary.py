@@ -11,11 +11,13 @@ them is counted.
 Parts: a diffusers single-stream block (Flux, HunyuanVideo) concatenates
 its image and text streams, runs one stream and returns
 `hidden[:, :txt_len], hidden[:, txt_len:]`: two streams that are views of
-one storage. Each distinct byte range of such a storage is a part of its
-own (a stream), with the bytes of its range, the storage's bytes not in
-any range going to the first part, so the parts add up to the storage,
-counted once. A storage seen through one range only (a tensor, or a view
-of it reshaped) is one part, the whole storage, as before parts existed.
+one storage. Each distinct view of such a storage (its byte range) is a
+part of its own (a stream), with the bytes of its elements, the storage's
+bytes no view holds going to the first part, so the parts add up to the
+storage, counted once. (With a batch above 1 the two views interleave:
+their ranges overlap, their elements do not.) A storage seen through one
+range only (a tensor, or a view of it reshaped) is one part, the whole
+storage, as before parts existed.
 """
 
 from __future__ import annotations
@@ -65,18 +67,15 @@ class Parts:
     """The parts of the storages a list of boundary tensors views."""
 
     def __init__(self, tensors: List[torch.Tensor]):
-        self._ranges: Dict[StorageKey, List[Tuple[int, int]]] = {}
+        # Per storage: each distinct range with its elements' bytes.
+        self._ranges: Dict[StorageKey, Dict[Tuple[int, int], int]] = {}
         self._storage_bytes: Dict[StorageKey, int] = {}
         for t in tensors:
             key = storage_key(t)
             if key is None:
                 continue
-            ranges = self._ranges.setdefault(key, [])
-            if byte_range(t) not in ranges:
-                ranges.append(byte_range(t))
+            self._ranges.setdefault(key, {})[byte_range(t)] = t.numel() * t.element_size()
             self._storage_bytes[key] = t.untyped_storage().nbytes()
-        for ranges in self._ranges.values():
-            ranges.sort()
 
     def split(self, key: StorageKey) -> bool:
         """Whether the storage under `key` is seen through several ranges."""
@@ -93,24 +92,10 @@ class Parts:
             return self._storage_bytes[part]
         key, offset, length = part
         ranges = self._ranges[key]
-        if (offset, length) != ranges[0]:
-            return length
-        covered = _covered_bytes(ranges)
-        return length + self._storage_bytes[key] - covered
-
-    def ranges(self, key: StorageKey) -> List[Tuple[int, int]]:
-        return list(self._ranges.get(key, ()))
-
-
-def _covered_bytes(ranges: List[Tuple[int, int]]) -> int:
-    """Bytes of a storage the sorted ranges cover (overlaps once)."""
-    covered, end = 0, 0
-    for offset, length in ranges:
-        start = max(offset, end)
-        if offset + length > start:
-            covered += offset + length - start
-            end = offset + length
-    return covered
+        own = ranges[(offset, length)]
+        if (offset, length) != min(ranges):
+            return own
+        return own + max(0, self._storage_bytes[key] - sum(ranges.values()))
 
 
 def overlapping(ranges: List[Tuple[int, int]], t: torch.Tensor) -> List[int]:
