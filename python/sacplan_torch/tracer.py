@@ -219,10 +219,11 @@ class Tracer(TorchDispatchMode):
             if key is None:
                 continue
             if key in self.resident or key in trace.param_keys:
-                if t.requires_grad:
+                if t.requires_grad and grad_in:
                     # The op whose backward runs first (the last reader)
                     # allocates the parameter's gradient: under FSDP2 the
                     # unsharded gradient, freed after the reduce-scatter.
+                    # A read under no_grad (a frozen path) makes none.
                     trace.last_reader[key] = (op_index, t.untyped_storage().nbytes())
                 continue
             ids = trace.ids_of(t)
