@@ -281,7 +281,8 @@ absl::Status CheckTotals(const Model& model) {
   const FixedMemory& f = model.fixed;
   for (int64_t bytes : {f.param_bytes, f.optimizer_state_bytes, f.nonblock_grad_bytes,
                         f.embedding_grad_bytes, f.embedding_saved_bytes,
-                        f.embedding_fwd_only_bytes, f.head_bytes, f.fsdp_root_param_bytes,
+                        f.embedding_fwd_only_bytes, f.embedding_bwd_workspace_bytes,
+                        f.head_bytes, f.fsdp_root_param_bytes,
                         f.optimizer_step_bytes}) {
     add(bytes);
   }
@@ -325,7 +326,8 @@ absl::Status ValidateModel(const Model& model) {
   const FixedMemory& f = model.fixed;
   if (f.param_bytes < 0 || f.optimizer_state_bytes < 0 ||
       f.nonblock_grad_bytes < 0 || f.embedding_grad_bytes < 0 ||
-      f.embedding_saved_bytes < 0 || f.embedding_fwd_only_bytes < 0 || f.head_bytes < 0 ||
+      f.embedding_saved_bytes < 0 || f.embedding_fwd_only_bytes < 0 ||
+      f.embedding_bwd_workspace_bytes < 0 || f.head_bytes < 0 ||
       f.optimizer_step_bytes < 0 || f.fsdp_root_param_bytes < 0) {
     return absl::InvalidArgumentError("fixed: byte counts must be >= 0");
   }

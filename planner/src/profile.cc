@@ -190,6 +190,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
       {"embedding_grad_bytes", false, &f.embedding_grad_bytes},
       {"embedding_saved_bytes", false, &f.embedding_saved_bytes},
       {"embedding_fwd_only_bytes", false, &f.embedding_fwd_only_bytes},
+      {"embedding_bwd_workspace_bytes", false, &f.embedding_bwd_workspace_bytes},
       {"head_bytes", false, &f.head_bytes},
       {"optimizer_step_bytes", false, &f.optimizer_step_bytes},
       {"head_fwd_only_bytes", false, &f.head_fwd_only_bytes},
@@ -336,6 +337,9 @@ json ProfileToJson(const Profile& p) {
   }
   if (f.embedding_fwd_only_bytes > 0) {
     doc["fixed"]["embedding_fwd_only_bytes"] = f.embedding_fwd_only_bytes;
+  }
+  if (f.embedding_bwd_workspace_bytes > 0) {
+    doc["fixed"]["embedding_bwd_workspace_bytes"] = f.embedding_bwd_workspace_bytes;
   }
   if (f.fsdp_root_param_bytes > 0) {
     doc["fixed"]["fsdp_root_param_bytes"] = f.fsdp_root_param_bytes;

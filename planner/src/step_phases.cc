@@ -65,7 +65,10 @@ std::vector<BufferId> StepPhases::HeadBackward(
 void StepPhases::EmbeddingBackward(const std::vector<BufferId>& first_grads) {
   const FixedMemory& fixed = model_.model->fixed;
   tracker_.Alloc(MemoryCategory::kParamGrads, fixed.embedding_grad_bytes);
+  const BufferId workspace =
+      tracker_.Alloc(MemoryCategory::kWorkspace, fixed.embedding_bwd_workspace_bytes);
   tracker_.Mark({Phase::kHead, -1, "embedding backward"}, clock_ms_);
+  tracker_.Free(workspace);
   tracker_.Free(embedding_saved_);
   tracker_.Free(fsdp_root_);
   // A carried input that needs no gradient (block 0 fed the raw batch, with

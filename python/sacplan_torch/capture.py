@@ -271,6 +271,7 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
                         + casts_before_head - nonblock_grad_bytes - last_out_bytes
                         - shared_grad_bytes)
     head_bytes = max(head_forward, head_backward)
+    embedding_grad_bytes = rec.root_grads["embedding"] if fsdp else sum(rec.embedding_grads)
     blocks_fwd_ms = sum(op.fwd_ms for r in records for op in r.ops)
     blocks_bwd_ms = sum(op.bwd_ms for r in records for op in r.ops)
     model = s.model
@@ -278,7 +279,7 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
         "param_bytes": unique_storage_bytes(s.params + list(model.buffers())),
         "optimizer_state_bytes": unique_storage_bytes(optimizer_state_tensors(s.optimizer)),
         "nonblock_grad_bytes": nonblock_grad_bytes,
-        "embedding_grad_bytes": rec.root_grads["embedding"] if fsdp else sum(rec.embedding_grads),
+        "embedding_grad_bytes": embedding_grad_bytes,
         "embedding_saved_bytes": rec.tracer.embedding_saved_bytes,
         "embedding_fwd_only_bytes": rec.tracer.embedding_cast_bytes,
         "head_bytes": head_bytes,
@@ -291,7 +292,22 @@ def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bo
     }
     if fsdp:
         fixed["fsdp_root_param_bytes"] = distributed.root_unsharded_bytes(model)
+    else:
+        workspace = _embedding_bwd_workspace(log, embedding_grad_bytes)
+        if workspace > 0:
+            fixed["embedding_bwd_workspace_bytes"] = workspace
     return fixed
+
+
+def _embedding_bwd_workspace(log: AllocationLog, embedding_grad_bytes: int) -> int:
+    """Scratch the embeddings' backward takes above what is live when it
+    starts (after block 0's last op's backward) and the gradients it makes:
+    a patch-embedding convolution's under autocast. Not under FSDP2, where
+    the root's collectives run there too, which the fsdp terms count."""
+    start = log.last_mark("0:bwd:")
+    if start is None or not start.endswith(":end"):
+        return 0
+    return max(0, log.peak(start, "bwd_end") - log.live(start) - embedding_grad_bytes)
 
 
 def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,

@@ -165,6 +165,11 @@ class AllocationLog:
             self._profiler.__enter__()
         return self
 
+    def last_mark(self, prefix: str) -> Optional[str]:
+        """The latest mark whose label starts with `prefix`, or None."""
+        return next((label for label in reversed(self._labels) if label.startswith(prefix)),
+                    None)
+
     def mark(self, label: str) -> None:
         if label in self._labels:
             raise SacplanError(f"internal: mark '{label}' set twice")

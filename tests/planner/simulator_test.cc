@@ -263,6 +263,36 @@ TEST(SimulateStepTest, EmbeddingSavedBytesRaiseABlockPhasePeakByExactlyThatMuch)
   EXPECT_EQ(after.timeline.back().total_bytes, before.timeline.back().total_bytes);
 }
 
+// The embeddings' backward scratch is live at that moment alone: it rises
+// by exactly that much and no other moment moves; large enough, the step's
+// peak is there, in both semantics.
+TEST(SimulateStepTest, EmbeddingBackwardWorkspaceIsHeldAtThatMomentOnly) {
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    Model model = testing::ChainModel(2, /*fixed_bytes=*/1000);
+    const SimulateOptions timeline{.record_timeline = true};
+    const StepResult before =
+        *SimulateStep(*AnalyzeModel(model), {kFull, kFull}, semantics, timeline);
+    model.fixed.embedding_bwd_workspace_bytes = 300;
+    const StepResult after =
+        *SimulateStep(*AnalyzeModel(model), {kFull, kFull}, semantics, timeline);
+    ASSERT_EQ(after.timeline.size(), before.timeline.size());
+    for (size_t i = 0; i < after.timeline.size(); ++i) {
+      const StepLocation& where = after.timeline[i].where;
+      const bool embedding_backward =
+          where.phase == Phase::kHead && where.op == "embedding backward";
+      EXPECT_EQ(after.timeline[i].total_bytes - before.timeline[i].total_bytes,
+                embedding_backward ? 300 : 0)
+          << PhaseName(where.phase) << " " << where.block << " " << where.op;
+    }
+    model.fixed.embedding_bwd_workspace_bytes = before.peak_bytes;
+    const StepResult dominated =
+        *SimulateStep(*AnalyzeModel(model), {kFull, kFull}, semantics, timeline);
+    EXPECT_EQ(dominated.peak.op, "embedding backward");
+    EXPECT_EQ(dominated.peak_bytes,
+              LiveAt(before, Phase::kHead, -1, "embedding backward") + before.peak_bytes);
+  }
+}
+
 // What the embeddings hold only through the forward (autocast's casts of
 // their weights) is live at every forward moment and the head's forward,
 // and gone from the head's backward on.

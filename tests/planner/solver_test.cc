@@ -9,6 +9,7 @@
 #include "brute_force.h"
 #include "candidates.h"
 #include "sacplan/planner/presets.h"
+#include "sacplan/planner/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {
@@ -185,6 +186,25 @@ TEST(SolverTest, InfeasibleBudgetNamesTheSmallestFeasibleOne) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(plan.status().message().find(std::to_string(solver.MinPeakBytes())),
             std::string::npos);
+}
+
+// The embeddings' backward scratch is a floor under every plan: the solver
+// names it as the smallest feasible budget when it dominates, as the
+// simulator puts the peak there.
+TEST(SolverTest, EmbeddingBackwardWorkspaceIsAFloorUnderEveryPlan) {
+  Model model = testing::ChainModel(3);
+  const int64_t least_before = Solver::Create(*AnalyzeModel(model), {})->MinPeakBytes();
+  model.fixed.embedding_bwd_workspace_bytes = 4 * least_before;
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const Solver solver = *Solver::Create(analyzed, {});
+  const SaveMask keep_all(analyzed.blocks[0].op_count(), true);
+  const StepResult full =
+      *SimulateStep(analyzed, std::vector<SaveMask>(3, keep_all), Semantics::kSacplan);
+  EXPECT_EQ(full.peak.op, "embedding backward");
+  // Whatever the plan, the peak is there: the least peak is it.
+  EXPECT_EQ(solver.MinPeakBytes(), full.peak_bytes);
+  EXPECT_FALSE(solver.Solve(full.peak_bytes - 1).ok());
+  EXPECT_TRUE(solver.Solve(full.peak_bytes).ok());
 }
 
 // The least-peak plan is searched on first need: a solve below every

@@ -143,6 +143,10 @@ struct FixedMemory {
   // embedding's Linear(4096, d) weight in bf16), freed when the step's
   // autocast region exits, after the head's forward.
   int64_t embedding_fwd_only_bytes = 0;
+  // Scratch the embeddings' backward takes and frees before it returns (a
+  // patch-embedding convolution's weight-gradient workspace under
+  // autocast): live only at that moment, after every block's backward.
+  int64_t embedding_bwd_workspace_bytes = 0;
   // Extra bytes held during the loss/head (logits, loss buffers) on top of the
   // last block's output.
   int64_t head_bytes = 0;
