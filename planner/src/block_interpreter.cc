@@ -78,8 +78,11 @@ void BlockInterpreter::EndAutocastRegion() {
 std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& output_grads) {
   backward_start_ms_ = clock_ms_;
   grads_.assign(schedule_.grads.grad_buffer_bytes.size(), -1);
-  // Buffers 0 to streams - 1 are the outputs' gradients (LowerGradients).
-  std::copy(output_grads.begin(), output_grads.end(), grads_.begin());
+  // Streams that arrive as views of one buffer share its number and bring
+  // the same buffer.
+  for (size_t s = 0; s < output_grads.size(); ++s) {
+    grads_[schedule_.grads.output_grad_buffers[s]] = output_grads[s];
+  }
   param_grads_.clear();
   for (int t : schedule_.free_at_backward_start) FreeActivation(t);
   const int lead_op = measure_windows_ ? LeadTriggerOp(block_) : -1;

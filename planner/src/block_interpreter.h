@@ -37,10 +37,13 @@ class BlockInterpreter {
   // the weight casts autocast's cache held since Forward
   // (BlockSchedule::autocast_held).
   void EndAutocastRegion();
-  // `output_grads` are the block outputs' gradient buffers, live. Returns
-  // the carried inputs' gradient buffers, left live for the block before
-  // (-1 for one that takes none). Gradients follow the schedule
-  // (LowerGradients decided their buffers).
+  // `output_grads` are the block outputs' gradient buffers, live, per
+  // stream; streams that arrive as views of one buffer
+  // (GradientLists::output_grad_buffers) name the same one. Returns the
+  // carried inputs' gradient buffers, left live for the block before (-1
+  // for one that takes none; one buffer may be named by several streams,
+  // and is freed once). Gradients follow the schedule
+  // (LowerBlockGradients decided their buffers).
   std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads);
   // The parameter-gradient buffers Backward allocated, one per backward op.
   const std::vector<BufferId>& param_grads() const { return param_grads_; }

@@ -24,6 +24,7 @@ class GradBuffers {
   bool has_slices(int t) const { return !slices_of_[t].empty(); }
   // The number of t's gradient buffer; -1 when it has none.
   int buffer_of(int t) const { return buffer_of_[t]; }
+  int buffer_count() const { return static_cast<int>(refs_.size()); }
   // t's gradient is a new buffer (or one the block after allocated);
   // returns its number.
   int Adopt(int t, int64_t bytes) { return buffer_of_[t] = NewBuffer(bytes); }
@@ -163,14 +164,61 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads, int op_in
   step.grad_frees.end = Size(lists.grad_frees);
 }
 
+// How `after` hands its carried inputs' gradients to `block`; empty when
+// each stream's is a buffer of its own and of the output's bytes.
+ArrivingGradients ArrivingFrom(const BlockAnalysis& block, const BlockAnalysis& after) {
+  const std::shared_ptr<const BlockGradients> lowered = GradientsOf(after);
+  const GradientLists& lists = lowered->lists;
+  ArrivingGradients arriving;
+  std::vector<int> renumbered(lists.grad_buffer_bytes.size(), -1);
+  bool as_head_hands = true;
+  for (size_t s = 0; s < block.outputs.size(); ++s) {
+    const int buffer = lists.carried_grad_buffers[s];
+    if (buffer >= 0 && renumbered[buffer] >= 0) {  // a view of an earlier stream's
+      arriving.buffer_of_stream.push_back(renumbered[buffer]);
+      as_head_hands = false;
+      continue;
+    }
+    const int number = static_cast<int>(arriving.buffer_bytes.size());
+    if (buffer >= 0) renumbered[buffer] = number;
+    // A stream the block after gives no gradient is counted as the head
+    // hands one.
+    const int64_t own_bytes = block.tensors[block.outputs[s]].bytes;
+    const int64_t bytes = buffer >= 0 ? lists.grad_buffer_bytes[buffer] : own_bytes;
+    arriving.buffer_of_stream.push_back(number);
+    arriving.buffer_bytes.push_back(bytes);
+    as_head_hands = as_head_hands && bytes == own_bytes;
+  }
+  return as_head_hands ? ArrivingGradients() : arriving;
+}
+
 }  // namespace
 
 BlockGradients LowerBlockGradients(const BlockAnalysis& block) {
   BlockGradients gradients;
   GradientLists& lists = gradients.lists;
   GradBuffers grads(static_cast<int>(block.tensors.size()));
-  // Buffers 0 to streams - 1: the outputs' gradients, stream by stream.
-  for (int out : block.outputs) grads.Adopt(out, block.tensors[out].bytes);
+  // The first buffers: those the outputs' gradients arrive in, numbered
+  // in the order the streams first name them. A buffer several streams
+  // arrive in is held by each of their outputs.
+  const ArrivingGradients& arriving = block.output_grads;
+  std::vector<int> first_holder(arriving.buffer_bytes.size(), -1);
+  for (size_t s = 0; s < block.outputs.size(); ++s) {
+    const int out = block.outputs[s];
+    if (arriving.buffer_of_stream.empty()) {
+      lists.output_grad_buffers.push_back(grads.Adopt(out, block.tensors[out].bytes));
+      continue;
+    }
+    const int buffer = arriving.buffer_of_stream[s];
+    if (first_holder[buffer] < 0) {
+      grads.Adopt(out, arriving.buffer_bytes[buffer]);
+      first_holder[buffer] = out;
+    } else {
+      grads.Alias(out, first_holder[buffer]);
+    }
+    lists.output_grad_buffers.push_back(buffer);
+  }
+  lists.arriving_buffers = grads.buffer_count();
   lists.input_grads.reserve(2 * block.ops.size());
   lists.grad_drops.reserve(block.ops.size());
   lists.grad_frees.reserve(block.ops.size());
@@ -186,6 +234,16 @@ BlockGradients LowerBlockGradients(const BlockAnalysis& block) {
   }
   lists.grad_buffer_bytes = grads.TakeBufferBytes();
   return gradients;
+}
+
+void LinkBlockGradients(std::vector<BlockAnalysis>& blocks) {
+  for (int b = static_cast<int>(blocks.size()) - 2; b >= 0; --b) {
+    BlockAnalysis& block = blocks[b];
+    ArrivingGradients arriving = ArrivingFrom(block, blocks[b + 1]);
+    if (arriving == block.output_grads) continue;
+    block.output_grads = std::move(arriving);
+    block.gradients = std::make_shared<const BlockGradients>(LowerBlockGradients(block));
+  }
 }
 
 std::shared_ptr<const BlockGradients> GradientsOf(const BlockAnalysis& block) {

@@ -28,6 +28,12 @@ struct BlockGradients {
 
 BlockGradients LowerBlockGradients(const BlockAnalysis& block);
 
+// Sets each block's output_grads from how the block after hands its
+// carried inputs' gradients on, and lowers again the gradients of each
+// block that changes, from the last block to the first: a block that
+// passes its streams' gradients through hands the sharing on.
+void LinkBlockGradients(std::vector<BlockAnalysis>& blocks);
+
 // block.gradients, or, for an analysis that AnalyzeBlock did not make,
 // the block's gradients lowered now.
 std::shared_ptr<const BlockGradients> GradientsOf(const BlockAnalysis& block);

@@ -48,8 +48,10 @@ PeakLowerBounds::PeakLowerBounds(const BlockAnalysis& block, Semantics semantics
   const std::shared_ptr<const BlockGradients> lowered = GradientsOf(block);
   const BlockGradients& gradients = *lowered;
   const std::vector<int64_t>& buffer_bytes = gradients.lists.grad_buffer_bytes;
+  // The buffers the outputs' gradients arrive in (several streams may
+  // arrive in one).
   int64_t live_bytes = 0;
-  for (size_t s = 0; s < block.outputs.size(); ++s) live_bytes += buffer_bytes[s];
+  for (int b = 0; b < gradients.lists.arriving_buffers; ++b) live_bytes += buffer_bytes[b];
   for (int k = op_count - 1; k >= 0; --k) {
     const OpNode& op = block.ops[k];
     const BlockGradients::StepRanges& step = gradients.op_steps[k];

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "block_interpreter.h"
 #include "fsdp_step.h"
+#include "grad_schedule.h"
 #include "sacplan/status_macros.h"
 #include "step_phases.h"
 
@@ -75,6 +76,7 @@ absl::StatusOr<AnalyzedModel> AnalyzeModel(const Model& model) {
     ASSIGN_OR_RETURN(BlockAnalysis analysis, AnalyzeBlock(block));
     analyzed.blocks.push_back(std::move(analysis));
   }
+  LinkBlockGradients(analyzed.blocks);
   // Shared inputs are produced once per step; every block lists them, so
   // count the first block's.
   for (const TensorNode& node : analyzed.blocks.front().tensors) {
@@ -275,10 +277,15 @@ BlockCost EvaluateSchedule(const BlockAnalysis& block, const BlockSchedule& sche
     if (!schedule.holds_output[s]) tracker.Free(outs[s]);
   }
   cost.kept_bytes = tracker.live_bytes();
-  std::vector<BufferId> out_grads;
-  for (int t : block.outputs) {
-    out_grads.push_back(tracker.Alloc(MemoryCategory::kActivationGrads, block.tensors[t].bytes));
+  // One allocation per buffer the gradients arrive in, as the block after
+  // hands them (several streams may arrive in one).
+  const GradientLists& grads = schedule.grads;
+  std::vector<BufferId> arriving;
+  for (int b = 0; b < grads.arriving_buffers; ++b) {
+    arriving.push_back(tracker.Alloc(MemoryCategory::kActivationGrads, grads.grad_buffer_bytes[b]));
   }
+  std::vector<BufferId> out_grads;
+  for (int buffer : grads.output_grad_buffers) out_grads.push_back(arriving[buffer]);
   // The led copies back arrive during the next block's backward.
   const int64_t before_lead_bytes = tracker.live_bytes();
   interpreter.LeadPrefetches();

@@ -117,8 +117,9 @@ BlockAnalysis MeanTimes(const std::vector<const BlockAnalysis*>& blocks) {
 
 }  // namespace
 
-// Blocks with one memory structure (SameMemoryStructure) whose neighbours
-// are found lazily: every save set simulated for any of them, on the first.
+// Blocks with one memory structure (SameMemoryStructure, and the same
+// BlockAnalysis::output_grads) whose neighbours are found lazily: every
+// save set simulated for any of them, on the first.
 // A block whose neighbours are eager has a class of its own (and blocks the
 // same as it, times too).
 struct Solver::BlockClass {
@@ -591,7 +592,13 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
     const Block& block = model.model->blocks[b];
     const BlockAnalysis& analysis = model.blocks[b];
     int& same = same_as[b];
-    while (same < b && !SameStructure(model.model->blocks[same], block)) ++same;
+    // Blocks of one structure differ where their outputs' gradients arrive
+    // otherwise (BlockAnalysis::output_grads: the last block's come from
+    // the head).
+    while (same < b && !(SameStructure(model.model->blocks[same], block) &&
+                         model.blocks[same].output_grads == analysis.output_grads)) {
+      ++same;
+    }
     if (same < b) {
       solver.block_class_.push_back(solver.block_class_[same]);
       continue;
@@ -600,7 +607,8 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
         analysis, std::max(options.exhaustive_max_ops, options.eager_neighbours_max_ops));
     BlockClass* match = nullptr;
     for (const auto& cls : solver.classes_) {
-      if (cls->lazy && !eager && SameMemoryStructure(*cls->representative, block)) {
+      if (cls->lazy && !eager && SameMemoryStructure(*cls->representative, block) &&
+          cls->analysis->output_grads == analysis.output_grads) {
         match = cls.get();
         break;
       }

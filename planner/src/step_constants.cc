@@ -1,9 +1,11 @@
 #include "step_constants.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "fsdp_step.h"
+#include "grad_schedule.h"
 #include "sacplan/status_macros.h"
 #include "step_phases.h"
 
@@ -23,7 +25,9 @@ int64_t AutocastCachedBytes(const BlockAnalysis& block) {
 // A block that keeps nothing, over a tracker: its forward frees its carried
 // inputs and allocates its outputs; its backward frees its outputs'
 // gradients and allocates its parameter gradients and its carried inputs'
-// gradients (one buffer each, stream by stream).
+// gradients in the buffers the real block leaves them in (one per stream,
+// or one for streams it hands views of one: GradientLists::
+// carried_grad_buffers), as the block before receives them.
 // What a real block keeps, holds and allocates on its own is its
 // BlockCost, which the chain DP adds to the bases read around these.
 // Under torch-sac its forward also leaves every autocast-cached cast of the
@@ -36,10 +40,17 @@ class EmptyBlock {
  public:
   EmptyBlock(const BlockAnalysis& block, MemoryTracker& tracker, Semantics semantics)
       : block_(block),
+        gradients_(GradientsOf(block)),
         tracker_(tracker),
         autocast_bytes_(semantics == Semantics::kTorchSac ? AutocastCachedBytes(block) : 0) {}
   int64_t carried_bytes() const { return SumBytes(block_.carried_inputs); }
-  int64_t output_bytes() const { return SumBytes(block_.outputs); }
+  // The buffers the outputs' gradients arrive in.
+  int64_t output_grad_bytes() const {
+    const GradientLists& lists = gradients_->lists;
+    int64_t bytes = 0;
+    for (int b = 0; b < lists.arriving_buffers; ++b) bytes += lists.grad_buffer_bytes[b];
+    return bytes;
+  }
   std::vector<BufferId> Forward(const std::vector<BufferId>& carried) {
     for (BufferId buffer : carried) tracker_.Free(buffer);
     autocast_held_ = tracker_.Alloc(MemoryCategory::kForwardLive, autocast_bytes_);
@@ -47,9 +58,27 @@ class EmptyBlock {
   }
   void EndAutocastRegion() { tracker_.Free(autocast_held_); }
   std::vector<BufferId> Backward(const std::vector<BufferId>& output_grads) {
-    for (BufferId buffer : output_grads) tracker_.Free(buffer);
+    FreeEachOnce(tracker_, output_grads);
     param_grads_ = {tracker_.Alloc(MemoryCategory::kParamGrads, block_.param_bytes)};
-    return AllocEach(MemoryCategory::kActivationGrads, block_.carried_inputs);
+    const GradientLists& lists = gradients_->lists;
+    std::vector<BufferId> made(lists.grad_buffer_bytes.size(), -1);
+    std::vector<BufferId> carried_grads;
+    for (size_t s = 0; s < block_.carried_inputs.size(); ++s) {
+      const int buffer = lists.carried_grad_buffers[s];
+      // A stream that takes no gradient is counted as taking one of its
+      // input's bytes, as the block before's arriving gradients count it.
+      if (buffer < 0) {
+        carried_grads.push_back(tracker_.Alloc(MemoryCategory::kActivationGrads,
+                                               block_.tensors[block_.carried_inputs[s]].bytes));
+        continue;
+      }
+      if (made[buffer] < 0) {
+        made[buffer] =
+            tracker_.Alloc(MemoryCategory::kActivationGrads, lists.grad_buffer_bytes[buffer]);
+      }
+      carried_grads.push_back(made[buffer]);
+    }
+    return carried_grads;
   }
   const std::vector<BufferId>& param_grads() const { return param_grads_; }
 
@@ -66,6 +95,7 @@ class EmptyBlock {
   }
 
   const BlockAnalysis& block_;
+  std::shared_ptr<const BlockGradients> gradients_;
   MemoryTracker& tracker_;
   int64_t autocast_bytes_;
   BufferId autocast_held_ = -1;
@@ -112,7 +142,7 @@ absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& 
     fsdp_step.BeforeBackward(b);
     // Before the backward: the block's kept bytes are added to this.
     if (fsdp) c.backward_gather_base[b] = tracker.peak_bytes();
-    c.backward_base[b] = tracker.live_bytes() - blocks[b].output_bytes();
+    c.backward_base[b] = tracker.live_bytes() - blocks[b].output_grad_bytes();
     grad = blocks[b].Backward(grad);
     tracker.ClearPeak();
     fsdp_step.AfterBackward(b, 0, blocks[b].param_grads());

@@ -1,6 +1,16 @@
 #include "step_phases.h"
 
+#include <algorithm>
+
 namespace sacplan {
+
+void FreeEachOnce(MemoryTracker& tracker, std::vector<BufferId> buffers) {
+  std::sort(buffers.begin(), buffers.end());
+  buffers.erase(std::unique(buffers.begin(), buffers.end()), buffers.end());
+  for (BufferId buffer : buffers) {
+    if (buffer >= 0) tracker.Free(buffer);
+  }
+}
 
 std::vector<BufferId> StepPhases::Setup() {
   const FixedMemory& fixed = model_.model->fixed;
@@ -73,9 +83,7 @@ void StepPhases::EmbeddingBackward(const std::vector<BufferId>& first_grads) {
   tracker_.Free(fsdp_root_);
   // A carried input that needs no gradient (block 0 fed the raw batch, with
   // no embedding before it) has no buffer here.
-  for (BufferId grad : first_grads) {
-    if (grad >= 0) tracker_.Free(grad);
-  }
+  FreeEachOnce(tracker_, first_grads);
   tracker_.Free(shared_input_grads_);
 }
 

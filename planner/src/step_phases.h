@@ -12,6 +12,11 @@
 
 namespace sacplan {
 
+// Frees each buffer `buffers` name, once: several streams' gradients may be
+// views of one buffer (a block that cats its carried inputs). Skips -1 (no
+// buffer).
+void FreeEachOnce(MemoryTracker& tracker, std::vector<BufferId> buffers);
+
 // `model`, `tracker` and `clock_ms` must outlive the phases; each phase
 // advances clock_ms by its time and marks its moments.
 class StepPhases {
@@ -41,9 +46,9 @@ class StepPhases {
   std::vector<BufferId> HeadBackward(const std::vector<BufferId>& last_outputs,
                                      const std::vector<bool>& last_block_holds_output);
   // Expects the first block's carried inputs' gradients live
-  // (`first_grads`): the embeddings' backward turns them and the shared
-  // inputs' gradients into their parameters' gradients, and frees them and
-  // what they saved.
+  // (`first_grads`, per stream; several may name one buffer): the
+  // embeddings' backward turns them and the shared inputs' gradients into
+  // their parameters' gradients, and frees them and what they saved.
   void EmbeddingBackward(const std::vector<BufferId>& first_grads);
   void Optimizer();
 

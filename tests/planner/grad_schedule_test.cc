@@ -9,6 +9,7 @@
 
 #include "sacplan/planner/block_analysis.h"
 #include "sacplan/planner/schedule.h"
+#include "sacplan/planner/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {
@@ -94,6 +95,84 @@ TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {
   EXPECT_EQ(InputGrads(schedule, lin).at(0).scratch_bytes, 100);
   // Dropping y's reference frees the add's buffer: x moved to the new one.
   EXPECT_EQ(Frees(schedule, lin), std::vector<int64_t>{100});
+}
+
+// Per block: txt (40) and img (60) carried and catted into x (100);
+// r = x + lin(x); a linear per stream reads its slice of r.
+Model CatStreamsModel(int blocks) {
+  Model model;
+  for (int index = 0; index < blocks; ++index) {
+    Block b;
+    b.index = index;
+    b.inputs.push_back({Tensor("img", 60), InputKind::kCarried});
+    b.inputs.push_back({Tensor("txt", 40), InputKind::kCarried});
+    b.ops.push_back(MakeOp("cat", "cat", {"txt", "img"}, {Tensor("x", 100)}, {}, 1, 1));
+    b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("h", 100)}, {"x"}, 1, 1));
+    b.ops.push_back(MakeOp("res", "add", {"x", "h"}, {Tensor("r", 100)}, {}, 1, 1));
+    b.ops.push_back(MakeOp("pi", "linear", {"r"}, {Tensor("pi.out", 60)}, {"r"}, 1, 1));
+    b.ops.back().input_grad_bytes["r"] = 60;
+    b.ops.push_back(MakeOp("pt", "linear", {"r"}, {Tensor("pt.out", 40)}, {"r"}, 1, 1));
+    b.ops.back().input_grad_bytes["r"] = 40;
+    b.outputs = {"pi.out", "pt.out"};
+    model.blocks.push_back(std::move(b));
+  }
+  return model;
+}
+
+TEST(GradScheduleTest, CatOfTheCarriedInputsHandsEveryStreamOneBuffer) {
+  const Model model = CatStreamsModel(2);
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const BlockAnalysis& last = analyzed.blocks[1];
+  const BlockSchedule last_schedule =
+      LowerBlock(last, SaveMask(last.ops.size(), true), Semantics::kSacplan);
+  // Both streams' gradients are views of x's: one 100-byte buffer.
+  const std::vector<int>& handed = last_schedule.grads.carried_grad_buffers;
+  ASSERT_EQ(handed.size(), 2u);
+  EXPECT_EQ(handed[0], handed[1]);
+  EXPECT_EQ(last_schedule.grads.grad_buffer_bytes.at(handed[0]), 100);
+  // The head hands the last block one buffer per stream, of its bytes.
+  EXPECT_EQ(last_schedule.grads.output_grad_buffers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(last_schedule.grads.arriving_buffers, 2);
+
+  // Block 0 receives that one buffer for both streams; it is freed when
+  // the second of them lets go.
+  const BlockAnalysis& first = analyzed.blocks[0];
+  const BlockSchedule schedule =
+      LowerBlock(first, SaveMask(first.ops.size(), true), Semantics::kSacplan);
+  EXPECT_EQ(schedule.grads.output_grad_buffers, (std::vector<int>{0, 0}));
+  EXPECT_EQ(schedule.grads.arriving_buffers, 1);
+  EXPECT_EQ(schedule.grads.grad_buffer_bytes.at(0), 100);
+  EXPECT_TRUE(Frees(schedule, BackwardOf(first, schedule, "pt")).empty());
+  EXPECT_EQ(Frees(schedule, BackwardOf(first, schedule, "pi")), std::vector<int64_t>{100});
+}
+
+TEST(GradScheduleTest, CatOfTheCarriedInputAndMoreHandsOnTheWholeBuffer) {
+  // x (100) catted with a shared input (20): x's gradient is a view of the
+  // cat's 120-byte gradient, which the block before receives and frees.
+  Model model;
+  for (int index = 0; index < 2; ++index) {
+    Block b;
+    b.index = index;
+    b.inputs.push_back({Tensor("x", 100), InputKind::kCarried});
+    b.inputs.push_back({Tensor("reg", 20), InputKind::kShared});
+    b.ops.push_back(MakeOp("cat", "cat", {"x", "reg"}, {Tensor("c", 120)}, {}, 1, 1));
+    b.ops.push_back(MakeOp("lin", "linear", {"c"}, {Tensor("h", 120)}, {"c"}, 1, 1));
+    b.ops.push_back(MakeOp("res", "add", {"c", "h"}, {Tensor("r", 120)}, {}, 1, 1));
+    b.ops.push_back(MakeOp("proj", "linear", {"r"}, {Tensor("out", 100)}, {"r"}, 1, 1));
+    b.ops.back().input_grad_bytes["r"] = 100;
+    b.outputs = {"out"};
+    model.blocks.push_back(std::move(b));
+  }
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
+  const BlockAnalysis& first = analyzed.blocks[0];
+  const BlockSchedule schedule =
+      LowerBlock(first, SaveMask(first.ops.size(), true), Semantics::kSacplan);
+  EXPECT_EQ(schedule.grads.grad_buffer_bytes.at(0), 120);
+  EXPECT_EQ(Frees(schedule, BackwardOf(first, schedule, "proj")), std::vector<int64_t>{120});
+  const BlockAnalysis& second = analyzed.blocks[1];
+  const BlockSchedule last =
+      LowerBlock(second, SaveMask(second.ops.size(), true), Semantics::kSacplan);
+  EXPECT_EQ(last.grads.grad_buffer_bytes.at(0), 100);  // from the head
 }
 
 }  // namespace

@@ -92,6 +92,23 @@ TEST(SolverTwoStreamTest, MatchesBruteForce) {
   }
 }
 
+// Double-stream blocks whose first op cats both carried streams: each
+// stream's gradient is a view of the cat's one output gradient, which the
+// block before frees once, when its last stream lets go. Blocks of one
+// structure differ there: the last block's output gradients come from the
+// head, one buffer each.
+TEST(SolverTwoStreamTest, CatOfBothStreamsMatchesBruteForce) {
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      const Model model = testing::RandomCatStreamsModel(2, 3, seed, seed % 2 == 0);
+      SolverOptions options;
+      options.semantics = semantics;
+      SCOPED_TRACE(SemanticsName(semantics));
+      ExpectMatchesBruteForce(model, options, seed);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     BothSemanticsBothGenerators, SolverExactTest,
     ::testing::Values(ExactCase{Semantics::kSacplan, 12},

@@ -171,6 +171,41 @@ Model RandomTwoStreamModel(int blocks, int ops, uint32_t seed, bool identical) {
   return model;
 }
 
+Block RandomCatStreamsBlock(int index, int ops, uint32_t seed, int64_t image_bytes,
+                            int64_t text_bytes, int64_t shared_bytes) {
+  const int64_t joined_bytes = image_bytes + text_bytes;
+  Block block = RandomBlock(index, ops, seed, joined_bytes, shared_bytes);
+  block.inputs.front() = {Tensor("img", image_bytes), InputKind::kCarried};
+  block.inputs.insert(block.inputs.begin() + 1, {Tensor("txt", text_bytes), InputKind::kCarried});
+  block.ops.insert(block.ops.begin(), MakeOp("cat", "cat", {"txt", "img"},
+                                             {Tensor("x", joined_bytes)}, {}, 0.25, 0.25));
+  std::mt19937 rng(seed * 17 + 3);
+  auto add_projection = [&](const std::string& stream, int64_t bytes) {
+    Op proj = MakeOp(stream + ".proj", "linear", {"residual.out"},
+                     {Tensor(stream + ".proj.out", bytes)}, {"residual.out"},
+                     0.25 * (1 + rng() % 8), 0.25 * (1 + rng() % 12));
+    proj.input_grad_bytes["residual.out"] = bytes;
+    proj.param_bytes = 8 * (rng() % 3);
+    block.ops.push_back(std::move(proj));
+  };
+  add_projection("img", image_bytes);
+  add_projection("txt", text_bytes);
+  block.outputs = {"img.proj.out", "txt.proj.out"};
+  return block;
+}
+
+Model RandomCatStreamsModel(int blocks, int ops, uint32_t seed, bool identical) {
+  Model model = RandomModel(blocks, ops, seed, identical);
+  const int64_t text_bytes = 8 * (1 + seed % 7);
+  for (int b = 0; b < blocks; ++b) {
+    const Block& plain = model.blocks[b];
+    model.blocks[b] = RandomCatStreamsBlock(b, ops, identical ? seed : seed + 7919 * b,
+                                            plain.inputs[0].tensor.bytes, text_bytes,
+                                            plain.inputs[1].tensor.bytes);
+  }
+  return model;
+}
+
 int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op) {
   for (const TimelinePoint& point : step.timeline) {
     if (point.where.phase == phase && point.where.block == block && point.where.op == op) {

@@ -52,6 +52,19 @@ Block RandomTwoStreamBlock(int index, int ops, uint32_t seed, int64_t residual_b
 // RandomModel's fixed memory and head over RandomTwoStreamBlocks.
 Model RandomTwoStreamModel(int blocks, int ops, uint32_t seed, bool identical);
 
+// A double-stream block that runs its streams as one sequence (Flux's
+// single-stream blocks): its first op cats the text stream "txt" and the
+// image stream "img" into "x", RandomBlock's ops run over x, and two
+// linears each read their stream's slice of the residual ("img.proj",
+// "txt.proj"). Outputs: {"img.proj.out", "txt.proj.out"}. Nothing but the
+// cat reads the carried inputs, so their gradients are both views of the
+// cat's output gradient.
+Block RandomCatStreamsBlock(int index, int ops, uint32_t seed, int64_t image_bytes,
+                            int64_t text_bytes, int64_t shared_bytes);
+
+// RandomModel's fixed memory and head over RandomCatStreamsBlocks.
+Model RandomCatStreamsModel(int blocks, int ops, uint32_t seed, bool identical);
+
 // Live bytes after the moment (phase, block, op) of a step simulated with
 // record_timeline; a test failure and -1 when the timeline has no such moment.
 int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op);

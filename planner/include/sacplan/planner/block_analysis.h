@@ -71,6 +71,20 @@ struct OpNode {
 
 struct BlockGradients;  // internal to the planner (src/grad_schedule.h)
 
+// How the gradients of a block's outputs arrive from the block after.
+// The block after's backward may hand several streams views of one buffer
+// (a cat of its carried inputs: autograd's CatBackward narrows its output's
+// gradient), which lives until the last view lets go and whose bytes are
+// the cat output's, not the streams'.
+struct ArrivingGradients {
+  // Per stream, the number of the buffer its gradient is a view of,
+  // numbered 0 on in the order the streams first name them.
+  std::vector<int> buffer_of_stream;
+  std::vector<int64_t> buffer_bytes;  // per buffer
+
+  bool operator==(const ArrivingGradients&) const = default;
+};
+
 struct BlockAnalysis {
   std::vector<TensorNode> tensors;  // block inputs first, then op outputs
   std::vector<OpNode> ops;          // same order as Block::ops
@@ -93,6 +107,10 @@ struct BlockAnalysis {
   // saves an op's inputs before the op runs and its outputs after, so the
   // re-run computes the last saving op only in this case.
   bool last_saving_op_reads_output = false;
+  // Empty: each output's gradient arrives in a buffer of its own, of the
+  // output's bytes, as the head hands them. AnalyzeModel sets it where the
+  // block after hands them on otherwise (LinkBlockGradients).
+  ArrivingGradients output_grads;
   // The gradient part of every schedule of the block, which no save set
   // changes: lowered once here rather than per save set. Null in an
   // analysis not made by AnalyzeBlock (LowerBlock then lowers it itself).

@@ -190,13 +190,20 @@ struct GradientLists {
   std::vector<GradInput> input_grads;
   std::vector<int> grad_drops;
   std::vector<int> grad_frees;
-  // The bytes of each gradient buffer of the backward, by number: 0 to
-  // streams - 1 are the block outputs' gradients, stream by stream (the
-  // block after, or the head, allocated them), then each new buffer in the
-  // order the backward allocates it.
+  // The bytes of each gradient buffer of the backward, by number: first
+  // the buffers the block outputs' gradients arrive in (the block after, or
+  // the head, allocated them; output_grad_buffers), then each new buffer in
+  // the order the backward allocates it.
   std::vector<int64_t> grad_buffer_bytes;
+  // Per stream: the buffer its output's gradient arrives in, one of the
+  // first arriving_buffers. Streams the block after hands views of one
+  // buffer share it (BlockAnalysis::output_grads); otherwise stream s's is
+  // buffer s.
+  std::vector<int> output_grad_buffers;
+  int arriving_buffers = 0;
   // Per stream: the buffer holding the carried input's gradient after the
-  // backward, which the block before frees; -1 when it takes none.
+  // backward, which the block before frees; -1 when it takes none. Streams
+  // may name one buffer (a cat of the carried inputs): it is freed once.
   std::vector<int> carried_grad_buffers;
   // After the last backward step: the carried inputs' slice gradients
   // joined (at most one entry of grad_joins per stream). The block outputs'
