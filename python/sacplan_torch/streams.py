@@ -74,11 +74,42 @@ def resolve_streams(traces: List[BlockTrace]) -> None:
         streams = [by_name[n] for n in names]
     for inp in streams:
         inp["kind"] = "carried"
+    for trace in traces[1:]:
+        _align_shared(first, trace)
     if len(last.output_keys) != len(positions):
         raise SacplanError(
             f"{_where(last)} returns {len(last.output_keys)} tensors but the blocks "
             f"carry {len(positions)} streams")
     last.outputs = [last.output_id(last.output_keys[p]) for p in positions]
+
+
+def _align_shared(first: BlockTrace, trace: BlockTrace) -> None:
+    """Names and orders `trace`'s shared inputs as `first` does when they
+    are the same tensors: HunyuanVideo's double-stream blocks take the RoPE
+    tables as `freqs_cis`, its single-stream blocks as `image_rotary_emb`."""
+    names = {key: inp["id"] for inp, key in zip(first.inputs, first.input_keys)
+             if inp["kind"] == "shared"}
+    for inp, key in zip(list(trace.inputs), trace.input_keys):
+        if inp["kind"] == "shared" and key in names and inp["id"] != names[key]:
+            if any(other["id"] == names[key] for other in trace.inputs):
+                continue  # that name is another tensor here: the check names it
+            trace.rename_input(inp["id"], names[key])
+    order = {name: n for n, name in enumerate(names.values())}
+    pairs = list(zip(trace.inputs, trace.input_keys))
+    carried = [p for p in pairs if p[0]["kind"] != "shared"]
+    shared = sorted((p for p in pairs if p[0]["kind"] == "shared"),
+                    key=lambda p: order.get(p[0]["id"], len(order)))
+    trace.inputs = [inp for inp, _ in carried + shared]
+    trace.input_keys = [key for _, key in carried + shared]
+    expected = [(inp["id"], inp["bytes"]) for inp in first.inputs if inp["kind"] == "shared"]
+    got = [(inp["id"], inp["bytes"]) for inp, _ in shared]
+    if got != expected:
+        odd = next(iter(sorted(set(got) ^ set(expected))), None) or got[0]
+        raise SacplanError(
+            f"{_where(trace)} takes other step-level tensors than {_where(first)} "
+            f"('{odd[0]}', {odd[1]} bytes, is not the same tensor in both): every block must "
+            "read the same shared tensors, made once per step outside the blocks; pass a "
+            "tensor a block makes for itself from inside it, or pass it to every block")
 
 
 def stream_fingerprint(inputs: List[dict]) -> dict:

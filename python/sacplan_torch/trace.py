@@ -84,6 +84,23 @@ class BlockTrace:
         found = self.id_of(key)
         return [] if found is None else [found]
 
+    def rename_input(self, old: str, new: str) -> None:
+        """Calls the input `old` `new` here and in every op that reads or
+        keeps it."""
+        for inp in self.inputs:
+            if inp["id"] == old:
+                inp["id"] = new
+        for key, name in self.input_ids.items():
+            if name == old:
+                self.input_ids[key] = new
+        for parts in self.input_parts.values():
+            parts[:] = [(r, new if name == old else name) for r, name in parts]
+        for op in self.ops:
+            op.inputs = [new if i == old else i for i in op.inputs]
+            op.backward_needs = [new if i == old else i for i in op.backward_needs]
+            if old in op.slices:
+                op.slices[new] = op.slices.pop(old)
+
     def output_id(self, part: PartKey) -> str:
         """The tensor id of a part the block returns."""
         return self.part_ids.get(part) or self.tensor_of[part]

@@ -19,15 +19,7 @@ import sacplan_torch
 # error"): what the worst case measured, plus a stated margin of 0.25%.
 PEAK_ERROR = 0.01
 PRESETS = ("none", "full", "attn_only", "torchtitan")
-# Known gap, held strictly so that its fix shows: under bf16 autocast,
-# CogVideoX's patch-embedding convolution's backward (after every block's)
-# takes 0.3 MB of scratch that the profile has no field for, 1.05% above
-# the predicted peak of every checkpointed plan.
-_UNMODELLED = {("cogvideox", "bf16"): "the embeddings' backward scratch is not modelled"}
-CASES = [pytest.param(name, dtype, marks=pytest.mark.xfail(
-             reason=_UNMODELLED[(name, dtype)], strict=True)
-         ) if (name, dtype) in _UNMODELLED else (name, dtype)
-         for name in real_models.MODELS for dtype in real_models.DTYPES]
+CASES = [(name, dtype) for name in real_models.MODELS for dtype in real_models.DTYPES]
 
 
 def _gradients(setup: sacplan_torch.Setup) -> dict:
