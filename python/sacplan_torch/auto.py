@@ -35,7 +35,7 @@ CACHE_VERSION = 1
 
 # auto_checkpoint plans for its budget less this share of it, so that a
 # plan packed up to its budget still measures within it: the bridge's
-# predicted peaks are short of the measured ones by up to 0.4% on the
+# predicted peaks are short of the measured ones by up to 0.31% on the
 # library models of tests/test_real_libraries.py (docs/python.md).
 PEAK_MARGIN = 0.005
 

@@ -10,13 +10,13 @@ every plan's gradients equal plain autograd's."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 import real_models
 import sacplan_torch
+from test_unseen_blocks import assert_same_gradients
 
-# The stated peak error of the bridge on these models (README, "Measured
-# error"): what the worst case measured, plus a stated margin of 0.25%.
+# The bridge's stated peak error on these models (README, docs/python.md):
+# measured -0.31% to +0.29% over the 70 plans (2026-12-04), held to 1%.
 PEAK_ERROR = 0.01
 PRESETS = ("none", "full", "attn_only", "torchtitan")
 CASES = [(name, dtype) for name in real_models.MODELS for dtype in real_models.DTYPES]
@@ -35,13 +35,6 @@ def _gradients(setup: sacplan_torch.Setup) -> dict:
 def _measured_peak(setup: sacplan_torch.Setup, optimizer) -> int:
     return sacplan_torch.measure_peak(setup.model, setup.step, optimizer=optimizer, steps=1,
                                       timed=False).peak_bytes
-
-
-def _check_same(got: dict, expected: dict, label: str) -> None:
-    assert got.keys() == expected.keys(), label
-    for name, value in expected.items():
-        torch.testing.assert_close(got[name], value, rtol=1e-5, atol=1e-7,
-                                   msg=lambda m: f"{label}, {name}: {m}")
 
 
 @pytest.mark.parametrize("name,dtype", CASES)
@@ -68,18 +61,19 @@ def test_library_model_plans_fit_and_keep_gradients(name, dtype, tmp_path):
     assert len(result.decisions) == len(profile["blocks"])
 
     # Gradients first: measuring trains the model.
-    _check_same(_gradients(setup), reference, f"{name} {dtype} auto")
+    assert_same_gradients(_gradients(setup), reference, f"{name} {dtype} auto")
     rows = {"auto": (result.predicted_peak_bytes, _measured_peak(setup, optimizer))}
     result.remove()
     for preset, document in plans.items():
         checked = real_models.build(name, dtype)
         sacplan_torch.apply_plan(checked.model, document, blocks=checked.blocks,
                                  model_name=checked.name)
-        _check_same(_gradients(checked), reference, f"{name} {dtype} {preset}")
+        assert_same_gradients(_gradients(checked), reference, f"{name} {dtype} {preset}")
         rows[preset] = (peaks[preset],
                         _measured_peak(checked, checked.make_optimizer(checked.model)))
     table = "\n".join(f"  {label:>10}: predicted {p:>9,} measured {m:>9,} "
                       f"({(p - m) / m:+.2%})" for label, (p, m) in rows.items())
+    print(f"\n{name} {dtype}, budget {budget:,}:\n{table}")
     assert rows["auto"][1] <= budget, f"{name} {dtype}: over the budget {budget:,}\n{table}"
     for label, (predicted, measured) in rows.items():
         assert abs(predicted - measured) <= PEAK_ERROR * measured, \
