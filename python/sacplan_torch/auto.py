@@ -30,6 +30,7 @@ from .capture import capture
 from .errors import SacplanError
 from .json_io import write_json_atomically
 from .plan_doc import model_fingerprint
+from .step_adapters import as_step
 
 CACHE_VERSION = 1
 
@@ -101,7 +102,7 @@ def _cache_key(model: nn.Module, step, found, optimizer) -> str:
     state put back (model_state.kept)."""
     trace = _ShapeTrace()
     with model_state.kept(model, forward_only=True), torch.no_grad(), trace:
-        step(model)
+        as_step(step)(model)
     identity = {
         "version": CACHE_VERSION,
         "model": model_fingerprint(model, found),

@@ -130,6 +130,21 @@ def test_cache_dir_skips_the_capture_until_the_shapes_change(tmp_path, monkeypat
     assert third.captured and third.cache_key != first.cache_key
 
 
+def test_cache_dir_takes_an_example_batch_as_step(tmp_path):
+    """A step given as an example batch (capture's other form) keys the
+    cache as a function does; it raised TypeError there before."""
+    model, _, optimizer = setup()
+    batch = torch.randn(2, 96, 6, generator=torch.Generator().manual_seed(1))
+    first = sacplan_torch.auto_checkpoint(model, batch, "1GB", blocks="blocks",
+                                          optimizer=optimizer, cache_dir=tmp_path,
+                                          warmup=0, repeats=1)
+    first.remove()
+    second = sacplan_torch.auto_checkpoint(model, batch, "1GB", blocks="blocks",
+                                           optimizer=optimizer, cache_dir=tmp_path)
+    assert first.captured and not second.captured
+    assert second.cache_key == first.cache_key
+
+
 def test_the_fsdp2_example_fits_its_budget(tmp_path, free_port):
     """python/examples/fsdp_auto_checkpoint.py on 2 gloo ranks, each block
     and the root under fully_shard, at a 30 MB budget per rank."""
