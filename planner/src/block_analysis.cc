@@ -85,9 +85,10 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
     node.random = op.random;
     node.autocast_cached = op.autocast_cached;
     // Autograd's AddBackward and CloneBackward return the output's gradient
-    // itself to every input of its size.
+    // itself to every input of its size (with several outputs, the parts'
+    // gradients joined first: grad_schedule.cc, JoinParts).
     const GradFlow flow = KindInfo(op.kind).grad_flow;
-    node.passes_grad_through = flow == GradFlow::kPassesThrough && op.outputs.size() == 1;
+    node.passes_grad_through = flow == GradFlow::kPassesThrough;
     node.splits_grad = flow == GradFlow::kSplits && op.outputs.size() == 1;
     a.param_bytes += op.param_bytes;
     a.fwd_ms += op.fwd_ms;

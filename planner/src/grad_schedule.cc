@@ -89,6 +89,30 @@ void JoinSlices(const BlockAnalysis& block, GradBuffers& grads, int t,
 
 int Size(const auto& list) { return static_cast<int>(list.size()); }
 
+// The parts of one storage that a pass-through op made (its outputs, each a
+// stream the block returns as a view): each view's backward pads its part's
+// gradient to the whole and autograd sums them, so before the op's backward
+// one gradient of the whole is live, held by the first part, and the parts'
+// own are gone. Returns the whole's bytes; 0 when no part has a gradient.
+int64_t JoinParts(const BlockAnalysis& block, GradBuffers& grads, const OpNode& op,
+                  std::vector<GradJoin>& joins, IndexRange& range) {
+  GradJoin join;
+  join.tensor = op.outputs[0];
+  bool any_live = false;
+  for (int out : op.outputs) {
+    join.whole_bytes += block.tensors[out].bytes;
+    if (!grads.live(out)) continue;
+    any_live = true;
+    if (const int freed = grads.Release(out); freed >= 0) join.freed_slices.push_back(freed);
+  }
+  if (!any_live) return 0;
+  join.whole_buffer = grads.Adopt(op.outputs[0], join.whole_bytes);
+  const int64_t whole_bytes = join.whole_bytes;
+  joins.push_back(std::move(join));
+  range.end = Size(joins);
+  return whole_bytes;
+}
+
 // One op's backward. An input gradient the op produces is a new buffer, an
 // alias (a pass-through add or clone, a cat's slice), or is added into the
 // live one: in place when nobody shares it (the op's fresh result is
@@ -102,18 +126,23 @@ void LowerBackwardStep(const BlockAnalysis& block, GradBuffers& grads, int op_in
   for (int out : op.outputs) {
     JoinSlices(block, grads, out, lists.grad_joins, step.grad_joins);
   }
+  const int64_t joined_bytes =
+      op.passes_grad_through && op.outputs.size() > 1
+          ? JoinParts(block, grads, op, lists.grad_joins, step.grad_joins)
+          : 0;
   step.input_grads.begin = Size(lists.input_grads);
   const int pass_from =
       (op.passes_grad_through || op.splits_grad) && grads.live(op.outputs[0])
           ? op.outputs[0]
           : -1;
+  const int64_t pass_bytes =
+      joined_bytes > 0 ? joined_bytes : pass_from >= 0 ? block.tensors[pass_from].bytes : 0;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const int in = op.inputs[i];
     const TensorNode& node = block.tensors[in];
     if (!node.requires_grad) continue;
     const int64_t grad_bytes = op.input_grad_bytes[i];
-    const bool alias = pass_from >= 0 &&
-                       (op.splits_grad || grad_bytes == block.tensors[pass_from].bytes);
+    const bool alias = pass_from >= 0 && (op.splits_grad || grad_bytes == pass_bytes);
     const int64_t scratch_bytes = alias ? 0 : grad_bytes;
     // Filled in place: the list is reserved, and nothing else grows it here.
     GradInput& grad = lists.input_grads.emplace_back();

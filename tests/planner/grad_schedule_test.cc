@@ -5,6 +5,7 @@
 // holder).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
@@ -117,6 +118,55 @@ Model CatStreamsModel(int blocks) {
     model.blocks.push_back(std::move(b));
   }
   return model;
+}
+
+// diffusers' single-stream block as capture writes it: txt (40) and img
+// (60) catted into x (100); r = x + lin(x), returned as two views, so the
+// add has one output per part (r.txt 40, r.img 60).
+Model SingleStreamPartsModel(int blocks) {
+  Model model;
+  for (int index = 0; index < blocks; ++index) {
+    Block b;
+    b.index = index;
+    b.inputs.push_back({Tensor("img", 60), InputKind::kCarried});
+    b.inputs.push_back({Tensor("txt", 40), InputKind::kCarried});
+    b.ops.push_back(MakeOp("cat", "cat", {"txt", "img"}, {Tensor("x", 100)}, {}, 1, 1));
+    b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("h", 100)}, {"x"}, 1, 1));
+    b.ops.push_back(MakeOp("res", "add", {"x", "h"},
+                           {Tensor("r.txt", 40), Tensor("r.img", 60)}, {}, 1, 1));
+    b.outputs = {"r.img", "r.txt"};
+    model.blocks.push_back(std::move(b));
+  }
+  return model;
+}
+
+// The parts' gradients are joined into one of the whole before the add's
+// backward, which hands it to both same-sized inputs: nothing new is
+// allocated for them, as autograd's AddBackward does. Before the join, the
+// add allocated a buffer of its own per input (200 bytes more).
+TEST(GradScheduleTest, AnAddWithPartsJoinsTheirGradientsAndHandsTheWholeOn) {
+  const AnalyzedModel analyzed = *AnalyzeModel(SingleStreamPartsModel(2));
+  for (int b : {0, 1}) {
+    const BlockAnalysis& block = analyzed.blocks[b];
+    const BlockSchedule schedule =
+        LowerBlock(block, SaveMask(block.ops.size(), true), Semantics::kSacplan);
+    const ScheduleStep& add = BackwardOf(block, schedule, "res");
+    const auto joins = Entries(schedule.grads.grad_joins, add.grad_joins);
+    ASSERT_EQ(std::distance(joins.begin(), joins.end()), 1) << "block " << b;
+    EXPECT_EQ(joins.begin()->whole_bytes, 100);
+    // Block 1's parts arrive from the head, one buffer each; block 0's as
+    // views of block 1's cat gradient, one buffer for both.
+    EXPECT_EQ(joins.begin()->freed_slices.size(), b == 1 ? 2u : 1u);
+    ASSERT_EQ(InputGrads(schedule, add).size(), 2u);
+    for (const GradInput& grad : InputGrads(schedule, add)) {
+      EXPECT_EQ(grad.kind, GradKind::kAlias) << "block " << b;
+      EXPECT_EQ(grad.alloc_bytes, 0);
+    }
+  }
+  // And the step simulates with every buffer freed once.
+  const SaveMask keep_all(analyzed.blocks[0].op_count(), true);
+  EXPECT_TRUE(SimulateStep(analyzed, {keep_all, keep_all}, Semantics::kTorchSac).ok());
+  EXPECT_TRUE(SimulateStep(analyzed, {keep_all, keep_all}, Semantics::kSacplan).ok());
 }
 
 TEST(GradScheduleTest, CatOfTheCarriedInputsHandsEveryStreamOneBuffer) {

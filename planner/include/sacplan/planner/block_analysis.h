@@ -59,9 +59,12 @@ struct OpNode {
   bool never_save = false;  // see Op::never_save
   bool random = false;      // see Op::random
   bool autocast_cached = false;  // see Op::autocast_cached
-  // Kind "add" or "clone" with one output: backward hands the output's
-  // gradient to each input of the same size without allocating (autograd's
-  // AddBackward, CloneBackward).
+  // Kind "add" or "clone": backward hands the output's gradient to each
+  // input of the same size without allocating (autograd's AddBackward,
+  // CloneBackward). Several outputs are parts of one storage, each a stream
+  // the block returns as a view (sacplan_torch's boundary.py): autograd
+  // joins their gradients into one of the whole first (the views'
+  // backward), and hands that on.
   bool passes_grad_through = false;
   // Kind "cat" or "stack": backward hands each input a view of its slice of
   // the output's gradient (autograd's CatBackward, StackBackward), so the
