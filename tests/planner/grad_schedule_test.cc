@@ -145,7 +145,8 @@ Model SingleStreamPartsModel(int blocks) {
 // allocated for them, as autograd's AddBackward does. Before the join, the
 // add allocated a buffer of its own per input (200 bytes more).
 TEST(GradScheduleTest, AnAddWithPartsJoinsTheirGradientsAndHandsTheWholeOn) {
-  const AnalyzedModel analyzed = *AnalyzeModel(SingleStreamPartsModel(2));
+  const Model model = SingleStreamPartsModel(2);  // AnalyzedModel points into it
+  const AnalyzedModel analyzed = *AnalyzeModel(model);
   for (int b : {0, 1}) {
     const BlockAnalysis& block = analyzed.blocks[b];
     const BlockSchedule schedule =
