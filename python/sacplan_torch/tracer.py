@@ -26,6 +26,19 @@ from .storage import fresh_outputs, output_id, storage_key, tensors_of, written_
 from .trace import BlockTrace
 
 
+def _refuse_cache(index: int, name: str, named) -> None:
+    """A key/value cache (transformers' DynamicCache) holds every block's
+    keys and values for the whole step, and a checkpoint's re-run appends to
+    it again: memory no plan can count. Training runs without one."""
+    for arg_name, value in named:
+        if type(value).__name__.endswith("Cache") and hasattr(value, "update"):
+            raise SacplanError(
+                f"blocks[{index}] ({name}) gets a key/value cache ({arg_name}: "
+                f"{type(value).__name__}), which holds every block's keys and values for the "
+                "step and grows on each checkpoint re-run; train without it (transformers: "
+                "pass use_cache=False in the step, as it does under gradient checkpointing)")
+
+
 class Tracer(TorchDispatchMode):
     """Names and records the aten calls of the blocks; installs the block
     hooks that start and end each block's trace."""
@@ -114,6 +127,7 @@ class Tracer(TorchDispatchMode):
                     "requires_grad": bool(value.requires_grad), "kind": "shared"})
             if not trace.inputs:
                 raise SacplanError(f"blocks[{i}] ({name}) takes no tensor input")
+            _refuse_cache(i, name, named)
             trace.param_keys = {storage_key(p) for p in module.parameters()} - {None}
             trace.autocast_dtypes = autocast_cast_dtypes(
                 {"cpu"} | {t.device.type for _, t in leaves})

@@ -10,6 +10,7 @@ every plan's gradients equal plain autograd's."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import real_models
 import sacplan_torch
@@ -78,3 +79,15 @@ def test_library_model_plans_fit_and_keep_gradients(name, dtype, tmp_path):
     for label, (predicted, measured) in rows.items():
         assert abs(predicted - measured) <= PEAK_ERROR * measured, \
             f"{name} {dtype} {label} off by more than {PEAK_ERROR:.0%}\n{table}"
+
+
+def test_a_key_value_cache_is_refused_at_capture():
+    """transformers' LMs make a DynamicCache unless told use_cache=False; a
+    step that trains with one is refused before any plan, naming the fix."""
+    setup = real_models.build("llama", "fp32")
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(sacplan_torch.SacplanError,
+                       match=r"blocks\[0\] \(model.layers.0\) gets a key/value cache "
+                             r"\(past_key_values: DynamicCache\).*use_cache=False"):
+        sacplan_torch.capture(setup.model, lambda m: m(input_ids=ids).logits.mean(),
+                              blocks=setup.blocks, repeats=1)
