@@ -98,17 +98,24 @@ TEST(GradScheduleTest, AddingIntoASharedBufferMakesANewOne) {
   EXPECT_EQ(Frees(schedule, lin), std::vector<int64_t>{100});
 }
 
-// Per block: txt (40) and img (60) carried and catted into x (100);
-// r = x + lin(x); a linear per stream reads its slice of r.
+// Block `index`'s start: txt (40) and img (60) carried and catted into x
+// (100), h = lin(x); the models below add r = x + h and what returns the
+// streams.
+Block CatStreamsBlock(int index) {
+  Block b;
+  b.index = index;
+  b.inputs.push_back({Tensor("img", 60), InputKind::kCarried});
+  b.inputs.push_back({Tensor("txt", 40), InputKind::kCarried});
+  b.ops.push_back(MakeOp("cat", "cat", {"txt", "img"}, {Tensor("x", 100)}, {}, 1, 1));
+  b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("h", 100)}, {"x"}, 1, 1));
+  return b;
+}
+
+// Per block: r = x + h; a linear per stream reads its slice of r.
 Model CatStreamsModel(int blocks) {
   Model model;
   for (int index = 0; index < blocks; ++index) {
-    Block b;
-    b.index = index;
-    b.inputs.push_back({Tensor("img", 60), InputKind::kCarried});
-    b.inputs.push_back({Tensor("txt", 40), InputKind::kCarried});
-    b.ops.push_back(MakeOp("cat", "cat", {"txt", "img"}, {Tensor("x", 100)}, {}, 1, 1));
-    b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("h", 100)}, {"x"}, 1, 1));
+    Block b = CatStreamsBlock(index);
     b.ops.push_back(MakeOp("res", "add", {"x", "h"}, {Tensor("r", 100)}, {}, 1, 1));
     b.ops.push_back(MakeOp("pi", "linear", {"r"}, {Tensor("pi.out", 60)}, {"r"}, 1, 1));
     b.ops.back().input_grad_bytes["r"] = 60;
@@ -120,18 +127,12 @@ Model CatStreamsModel(int blocks) {
   return model;
 }
 
-// diffusers' single-stream block as capture writes it: txt (40) and img
-// (60) catted into x (100); r = x + lin(x), returned as two views, so the
-// add has one output per part (r.txt 40, r.img 60).
+// diffusers' single-stream block as capture writes it: r = x + h returned
+// as two views, so the add has one output per part (r.txt 40, r.img 60).
 Model SingleStreamPartsModel(int blocks) {
   Model model;
   for (int index = 0; index < blocks; ++index) {
-    Block b;
-    b.index = index;
-    b.inputs.push_back({Tensor("img", 60), InputKind::kCarried});
-    b.inputs.push_back({Tensor("txt", 40), InputKind::kCarried});
-    b.ops.push_back(MakeOp("cat", "cat", {"txt", "img"}, {Tensor("x", 100)}, {}, 1, 1));
-    b.ops.push_back(MakeOp("lin", "linear", {"x"}, {Tensor("h", 100)}, {"x"}, 1, 1));
+    Block b = CatStreamsBlock(index);
     b.ops.push_back(MakeOp("res", "add", {"x", "h"},
                            {Tensor("r.txt", 40), Tensor("r.img", 60)}, {}, 1, 1));
     b.outputs = {"r.img", "r.txt"};
