@@ -15,9 +15,13 @@ tensor it returns; this module decides, after the recorded step:
 - block 0's carried arguments are those with the names block 1 receives
   carried (with one block: its first k tensor arguments, k the tensors it
   returns);
-- any other argument is shared, and must be the very tensor block 0 got
-  under that name: a tensor made anew for each block outside the blocks
-  would be counted once where it costs once per block.
+- any other argument is shared, counted once for the step. A shared
+  tensor block 0 got under another name (HunyuanVideo's RoPE tables are
+  `freqs_cis` in its double-stream blocks and `image_rotary_emb` in its
+  single-stream ones) takes block 0's name; a block whose shared tensors
+  still differ from block 0's is refused here, at capture (a tensor made
+  anew for each block outside the blocks, under one name, is not caught:
+  it is counted once where it costs once per block).
 Anything that does not match raises one SacplanError naming the block.
 """
 

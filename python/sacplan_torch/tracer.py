@@ -107,7 +107,7 @@ class Tracer(TorchDispatchMode):
                 named = [(f"arg{k}", a) for k, a in enumerate(args)] + list(kwargs.items())
             leaves = [(path, t) for arg_name, value in named
                       for path, t in named_tensors(arg_name, value)
-                      if storage_key(t) is not None and storage_key(t) not in self.resident]
+                      if (key := storage_key(t)) is not None and key not in self.resident]
             parts = Parts([t for _, t in leaves])
             for arg_name, value in leaves:
                 key, part = storage_key(value), parts.key_of(value)
@@ -240,8 +240,7 @@ class Tracer(TorchDispatchMode):
                     # A read under no_grad (a frozen path) makes none.
                     trace.last_reader[key] = (op_index, t.untyped_storage().nbytes())
                 continue
-            ids = trace.ids_of(t)
-            for tensor_id in ids:
+            for tensor_id in trace.ids_of(t):
                 # A part of a split storage is read whole: slices are
                 # measured against a whole storage (OpRecord.read).
                 op.read(tensor_id, t if key not in trace.input_parts else None)
