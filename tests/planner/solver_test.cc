@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -79,17 +80,24 @@ TEST(SolverTimesOnlyTest, BlocksDifferingOnlyInTimeMatchBruteForce) {
   }
 }
 
+// Both semantics, four seeds of a model `make(seed)` builds, against brute
+// force.
+void ExpectBothSemanticsMatchBruteForce(const std::function<Model(uint32_t)>& make) {
+  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      SolverOptions options;
+      options.semantics = semantics;
+      SCOPED_TRACE(SemanticsName(semantics));
+      ExpectMatchesBruteForce(make(seed), options, seed);
+    }
+  }
+}
+
 // Double-stream blocks: the text stream's input, output and gradients are
 // counted per block by the simulator and by the solver's composition alike.
 TEST(SolverTwoStreamTest, MatchesBruteForce) {
-  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-    for (uint32_t seed = 1; seed <= 4; ++seed) {
-      const Model model = testing::RandomTwoStreamModel(2, 4, seed, seed % 2 == 0);
-      SolverOptions options;
-      options.semantics = semantics;
-      ExpectMatchesBruteForce(model, options, seed);
-    }
-  }
+  ExpectBothSemanticsMatchBruteForce(
+      [](uint32_t seed) { return testing::RandomTwoStreamModel(2, 4, seed, seed % 2 == 0); });
 }
 
 // Double-stream blocks whose first op cats both carried streams: each
@@ -98,15 +106,8 @@ TEST(SolverTwoStreamTest, MatchesBruteForce) {
 // structure differ there: the last block's output gradients come from the
 // head, one buffer each.
 TEST(SolverTwoStreamTest, CatOfBothStreamsMatchesBruteForce) {
-  for (Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-    for (uint32_t seed = 1; seed <= 4; ++seed) {
-      const Model model = testing::RandomCatStreamsModel(2, 3, seed, seed % 2 == 0);
-      SolverOptions options;
-      options.semantics = semantics;
-      SCOPED_TRACE(SemanticsName(semantics));
-      ExpectMatchesBruteForce(model, options, seed);
-    }
-  }
+  ExpectBothSemanticsMatchBruteForce(
+      [](uint32_t seed) { return testing::RandomCatStreamsModel(2, 3, seed, seed % 2 == 0); });
 }
 
 INSTANTIATE_TEST_SUITE_P(
