@@ -208,8 +208,9 @@ def print_table(summary):
     speedup = summary["kernels"]["speedup"]
     print(f"  kernels: parity {json.dumps(summary['kernels']['parity'])}; speed-up "
           f"{json.dumps(speedup.get('speedups') if isinstance(speedup, dict) else speedup)}")
-    for name, b in (summary["bridge"] or {}).get("plans", {}).items():
-        print(f"  bridge {name:9s} {figures_text(b)}")
+    for example in ("bridge", "bridge_moe"):
+        for name, b in (summary[example] or {}).get("plans", {}).items():
+            print(f"  {example} {name:9s} {figures_text(b)}")
     failed = [n for n, s in summary["steps"].items() if s["status"] == "failed"]
     if failed:
         print(f"  failed: {', '.join(failed)}")
@@ -237,6 +238,7 @@ def main(argv):
         "kernels": kernels_summary(out, steps),
         "cupti_overhead": cupti_overhead(out),
         "bridge": load(os.path.join(out, "bridge.json")),
+        "bridge_moe": load(os.path.join(out, "bridge_moe", "bridge.json")),
         "cuda_profiler_tests": {name: ok for name, ok in gpu_test_results(out).items()
                                 if name.startswith("CudaProfilerTest.")},
     }

@@ -41,6 +41,10 @@ SIZES = {
                   layers=3, batch=1, seq=768, vocab=256),
     "large": dict(dim=128, heads=8, kv_heads=2, experts=8, top_k=2, expert_ffn=160,
                   layers=4, batch=1, seq=1536, vocab=1024),
+    # The MoE block an H200 run measured the bridge on (scripts/gpu-check.sh,
+    # step bridge_moe): GQA 16 heads over 4, 8 experts top-2, 8,192 tokens.
+    "gpu": dict(dim=1024, heads=16, kv_heads=4, experts=8, top_k=2, expert_ffn=2816,
+                layers=4, batch=1, seq=8192, vocab=8192),
 }
 
 
