@@ -35,6 +35,7 @@ struct AutotuneFlags {
   int steps = 3;
   uint64_t seed = 0;
   int threads = 0;
+  bool check_presets = true;
 };
 
 absl::Status RunAutotune(const AutotuneFlags& flags) {
@@ -77,10 +78,24 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
               << PredictionVsMeasurement(round.plan.predicted, round.run)
               << (round.fits ? " -- fits" : " -- over budget") << "\n";
   };
+  options.check_presets = flags.check_presets;
+  options.on_preset = [](const AutotuneRound& preset) {
+    std::cout << "check: preset " << preset.preset << ", the fastest predicted to fit; "
+              << PredictionVsMeasurement(preset.plan.predicted, preset.run)
+              << (preset.fits ? "" : " -- over budget") << "\n";
+  };
   ASSIGN_OR_RETURN(const AutotuneResult result,
                    Autotune(*setup.model, *setup.meter,
                             std::move(measured.profile.model), options));
-  const AutotuneRound& final_round = result.final_round();
+  const AutotuneRound& final_round = result.chosen();
+  if (result.preset) {
+    std::cout << absl::StrFormat(
+        "chose %s: %.1f ms measured against %.1f ms for %s\n",
+        result.preset_chosen ? "preset " + result.preset->preset : "the plan",
+        final_round.run.median_step_ms,
+        (result.preset_chosen ? result.final_round() : *result.preset).run.median_step_ms,
+        result.preset_chosen ? "the plan" : "preset " + result.preset->preset);
+  }
   if (!flags.output.empty()) {
     ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(setup.model->graph()));
     RETURN_IF_ERROR(WritePlanFile(flags.output, final_round.plan, analyzed));
@@ -107,7 +122,9 @@ Command AddAutotuneCommand(CLI::App& app) {
       "under the plan, compare the measured peak and step time with the "
       "prediction, correct the profile where they differ (bytes the "
       "prediction missed, the speed of this machine), re-plan, and repeat "
-      "until the measured peak fits. Each round is reported.\n"
+      "until the measured peak fits. Then the fastest preset predicted to fit "
+      "is trained too, and the faster of the two as measured is written "
+      "(--no-preset-check skips it). Each round is reported.\n"
       "Example: sacplan autotune --model wan-tiny --tokens 512 --budget 40MB "
       "-o plan.json --log run.json");
   AddModelOptions(*command, flags->model);
@@ -124,6 +141,10 @@ Command AddAutotuneCommand(CLI::App& app) {
                       "warm-up)")
       ->check(AtLeast(1));
   command->add_option("--seed", flags->seed, "Parameters and batches (default 0)");
+  command->add_flag("!--no-preset-check", flags->check_presets,
+                    "Skip the measured check: by default the fastest preset predicted "
+                    "to fit is trained beside the fitting plan, and the faster as "
+                    "measured is written");
   AddThreadsOption(*command, flags->threads);
   command->add_option("-o,--output", flags->output, "Write the final plan.json");
   command->add_option("--log", flags->log_path, "Write the final round's run log");

@@ -78,6 +78,64 @@ absl::StatusOr<TrainResult> TrainCatching(const TorchModel& model, PlanExecutor&
   }
 }
 
+// Trains `model` under `masks` for options.steps steps.
+absl::StatusOr<TrainResult> TrainUnder(const TorchModel& model, MemoryMeter& meter,
+                                       const std::vector<SaveMask>& masks, int round,
+                                       const AutotuneOptions& options,
+                                       int* planned_recomputed_ops) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PlanExecutor> executor,
+                   PlanExecutor::Create(model, masks, options.semantics));
+  TrainOptions train;
+  train.steps = options.steps;
+  train.seed = options.seed;
+  if (options.on_step) {
+    train.on_step = [&options, round](const StepRecord& r) { options.on_step(round, r); };
+  }
+  ASSIGN_OR_RETURN(TrainResult run, TrainCatching(model, *executor, meter, train));
+  *planned_recomputed_ops = executor->planned_recomputed_ops();
+  return run;
+}
+
+// The measured check (AutotuneOptions::check_presets): the preset with the
+// fastest predicted step among those whose predicted peak fits
+// `request.budget_bytes`, other than one whose masks are the plan's,
+// trained as `fitted` was. Sets result.preset and result.preset_chosen.
+absl::Status CheckAgainstFastestPreset(const TorchModel& model, MemoryMeter& meter,
+                                       const AnalyzedModel& analyzed, PlanRequest request,
+                                       const std::vector<SaveMask>& plan_masks,
+                                       const AutotuneOptions& options,
+                                       AutotuneResult& result) {
+  const AutotuneRound& fitted = result.rounds.back();
+  std::optional<MadePlan> fastest;
+  std::vector<SaveMask> fastest_masks;
+  for (const char* name : {"none", "full", "torchtitan", "attn_only", "megatron"}) {
+    request.preset = name;
+    absl::StatusOr<MadePlan> made = MakePlan(analyzed, request);
+    if (!made.ok() || made->plan.predicted.peak_bytes > request.budget_bytes) continue;
+    ASSIGN_OR_RETURN(std::vector<SaveMask> masks, MasksFromPlan(analyzed, made->plan));
+    if (masks == plan_masks) continue;
+    if (!fastest || made->plan.predicted.step_ms < fastest->plan.predicted.step_ms) {
+      fastest = *std::move(made);
+      fastest_masks = std::move(masks);
+    }
+  }
+  if (!fastest) return absl::OkStatus();
+  AutotuneRound preset;
+  preset.round = fitted.round;
+  preset.preset = fastest->plan.method;
+  preset.planning_budget_bytes = request.budget_bytes;
+  preset.plan = std::move(fastest->plan);
+  preset.plan.budget_bytes = options.budget_bytes;
+  ASSIGN_OR_RETURN(preset.run, TrainUnder(model, meter, fastest_masks, fitted.round, options,
+                                          &preset.planned_recomputed_ops));
+  preset.fits = preset.run.peak_bytes <= options.budget_bytes;
+  result.preset_chosen =
+      preset.fits && preset.run.median_step_ms < fitted.run.median_step_ms;
+  if (options.on_preset) options.on_preset(preset);
+  result.preset = std::move(preset);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
@@ -117,22 +175,19 @@ absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
     // The plan is for the whole budget; the round solved for less.
     outcome.plan.budget_bytes = options.budget_bytes;
     ASSIGN_OR_RETURN(const std::vector<SaveMask> masks, MasksFromPlan(analyzed, outcome.plan));
-
-    ASSIGN_OR_RETURN(std::unique_ptr<PlanExecutor> executor,
-                     PlanExecutor::Create(model, masks, options.semantics));
-    TrainOptions train;
-    train.steps = options.steps;
-    train.seed = options.seed;
-    if (options.on_step) {
-      train.on_step = [&options, round](const StepRecord& r) { options.on_step(round, r); };
-    }
-    ASSIGN_OR_RETURN(outcome.run, TrainCatching(model, *executor, meter, train));
-    outcome.planned_recomputed_ops = executor->planned_recomputed_ops();
+    ASSIGN_OR_RETURN(outcome.run, TrainUnder(model, meter, masks, round, options,
+                                             &outcome.planned_recomputed_ops));
     outcome.fits = outcome.run.peak_bytes <= options.budget_bytes;
     if (options.on_round) options.on_round(outcome);
     result.rounds.push_back(std::move(outcome));
     const AutotuneRound& done = result.rounds.back();
-    if (done.fits) return result;
+    if (done.fits) {
+      if (options.check_presets) {
+        RETURN_IF_ERROR(CheckAgainstFastestPreset(model, meter, analyzed, request, masks,
+                                                  options, result));
+      }
+      return result;
+    }
 
     // Plan the next round for a budget smaller by what the measurement
     // exceeded the prediction, and time it at the measured speed.

@@ -142,11 +142,22 @@ TEST(CliAutotune, FindsAPlanWhoseMeasuredPeakFits) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("round 1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fits"), std::string::npos) << r.out;
+  // The measured check trained a preset beside the plan and said which won.
+  EXPECT_NE(r.out.find("check: preset "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chose "), std::string::npos) << r.out;
   const nlohmann::json doc = ReadJson(plan);
   EXPECT_LE(doc.at("predicted").at("peak_bytes").get<int64_t>(), 40000000);
   bool recomputes = false;
   for (const nlohmann::json& block : doc.at("blocks")) recomputes |= block.at("checkpoint").get<bool>();
   EXPECT_TRUE(recomputes) << "a 40 MB budget needs some recompute";
+
+  CliResult unchecked = RunSacplan(
+      {"autotune", "--model", "wan-tiny", "--act-dtype", "float32", "--dim", "128",
+       "--heads", "4", "--ffn", "384", "--tokens", "512", "--text-tokens", "32",
+       "--layers", "4", "--budget", "40MB", "--threads", "1", "--no-preset-check"},
+      dir);
+  ASSERT_EQ(unchecked.exit_code, 0) << unchecked.err;
+  EXPECT_EQ(unchecked.out.find("check: preset "), std::string::npos) << unchecked.out;
 }
 
 TEST(CliAutotune, ImpossibleBudgetNamesTheSmallestFeasibleOne) {

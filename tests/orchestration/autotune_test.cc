@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "models_torch/torch_test_util.h"
+#include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/presets.h"
+#include "sacplan/planner/simulator.h"
 #include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
@@ -64,7 +67,8 @@ TEST_F(AutotuneTest, EndsWithAPlanWhoseMeasuredPeakFits) {
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_FALSE(result->rounds.empty());
   EXPECT_EQ(rounds_seen, static_cast<int>(result->rounds.size()));
-  EXPECT_EQ(steps_seen, options.steps * rounds_seen);
+  // The measured check trains one preset beside the fitting plan.
+  EXPECT_EQ(steps_seen, options.steps * (rounds_seen + (result->preset ? 1 : 0)));
   const AutotuneRound& last = result->final_round();
   EXPECT_TRUE(last.fits);
   EXPECT_LE(last.run.peak_bytes, options.budget_bytes);
@@ -107,6 +111,63 @@ TEST_F(AutotuneTest, CorrectsTheBudgetByWhatARoundMeasuredBeyondItsPrediction) {
   } else {
     EXPECT_LE(result->final_round().run.peak_bytes, options.budget_bytes);
   }
+}
+
+// A profile timed wrong on purpose: attention nearly free, every other op
+// dear. At attn_only's predicted peak the planner then recomputes attention
+// and saves the rest; at 1,536 tokens attention is most of a block's work,
+// so attn_only (which saves attention and recomputes the cheap rest) is
+// faster as measured, and the check must hand it back.
+TEST(AutotuneCheckTest, AMisTimedPlanLosesToTheFasterPresetAsMeasured) {
+  const ModelConfig config = testing::ConfigWith(
+      "wan-tiny", {{"act_dtype", "float32"}, {"dim", 32}, {"heads", 1}, {"ffn", 64},
+                   {"tokens", 3072}, {"text_tokens", 16}, {"layers", 3}});
+  auto meter = CreateMemoryMeter(at::Device(at::kCPU));
+  ASSERT_TRUE(meter.ok()) << meter.status();
+  std::unique_ptr<TorchModel> model = testing::CpuModel(config, 3);
+  // Measured bytes (scratch included), so that plans fit as predicted.
+  CpuProfileOptions profile_options;
+  profile_options.warmup = 0;
+  profile_options.repeats = 1;
+  auto measured = MeasureCpuProfileWithWholeSteps(config, profile_options);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  Model profiled = measured->profile.model;
+  for (Block& block : profiled.blocks) {
+    for (Op& op : block.ops) {
+      const bool attention = KindInfo(op.kind).op_class == OpClass::kAttention;
+      op.fwd_ms = attention ? 0.001 : 1.0;
+      op.bwd_ms = attention ? 0.002 : 2.0;
+    }
+  }
+  auto analyzed = AnalyzeModel(profiled);
+  ASSERT_TRUE(analyzed.ok()) << analyzed.status();
+  auto attn_only = PresetMasks(*analyzed, "attn_only");
+  ASSERT_TRUE(attn_only.ok()) << attn_only.status();
+  auto preset_step = SimulateStep(*analyzed, *attn_only, Semantics::kSacplan);
+  ASSERT_TRUE(preset_step.ok()) << preset_step.status();
+  AutotuneOptions options;
+  // Room for what the executor measures beyond the prediction.
+  options.budget_bytes = preset_step->peak_bytes + preset_step->peak_bytes / 8;
+  options.steps = 3;
+  options.rounds = 4;
+  auto result = Autotune(*model, **meter, profiled, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->preset.has_value()) << "no preset was measured beside the plan";
+  const AutotuneRound& plan = result->final_round();
+  const AutotuneRound& preset = *result->preset;
+  EXPECT_EQ(preset.preset, "attn_only");
+  EXPECT_GT(plan.run.median_step_ms, preset.run.median_step_ms)
+      << "the mis-timed plan should be the slower one (" << preset.preset << ")";
+  EXPECT_TRUE(result->preset_chosen);
+  EXPECT_EQ(&result->chosen(), &*result->preset);
+  EXPECT_LE(result->chosen().run.peak_bytes, options.budget_bytes);
+
+  // With the check off, nothing but the plan is trained.
+  options.check_presets = false;
+  auto unchecked = Autotune(*model, **meter, profiled, options);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status();
+  EXPECT_FALSE(unchecked->preset.has_value());
+  EXPECT_EQ(&unchecked->chosen(), &unchecked->final_round());
 }
 
 TEST_F(AutotuneTest, RejectsAProfileOfAnotherModel) {

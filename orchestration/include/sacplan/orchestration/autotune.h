@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,9 +22,11 @@
 
 namespace sacplan {
 
-// What one round planned and measured.
+// What one round planned and measured, or one preset the measured check
+// trained beside the plan.
 struct AutotuneRound {
   int round = 0;                 // 1-based
+  std::string preset;            // the preset's name; empty: the planner's plan
   int64_t planning_budget_bytes = 0;  // the budget less the bytes earlier
                                       // rounds measured beyond prediction
   Plan plan;                     // the plan this round ran (prediction set)
@@ -43,12 +47,28 @@ struct AutotuneOptions {
   std::function<void(int round, const StepRecord& record)> on_step;
   // Called once a round has been measured; may be empty.
   std::function<void(const AutotuneRound& round)> on_round;
+  // The measured check: once a plan fits, the fastest preset whose
+  // predicted peak fits the same planning budget (PresetNames' none, full,
+  // torchtitan, attn_only, megatron) is trained as the plan was, and the
+  // faster of the two as measured, within the budget, is chosen. The time
+  // model can be wrong on a machine it was not measured on; a plan handed
+  // to a trainer is then never measurably slower than the obvious choice.
+  bool check_presets = true;
+  // Called once the preset has been measured (round = the plan's round);
+  // may be empty.
+  std::function<void(const AutotuneRound& preset)> on_preset;
 };
 
 struct AutotuneResult {
   std::vector<AutotuneRound> rounds;  // every round run; the last one fits
+  // The preset the measured check trained, if it ran and a preset other
+  // than the plan fit.
+  std::optional<AutotuneRound> preset;
+  bool preset_chosen = false;  // the preset measured faster within the budget
   // The round whose measured peak fit: the last one.
   const AutotuneRound& final_round() const { return rounds.back(); }
+  // What to train with: the preset when it measured faster, else the plan.
+  const AutotuneRound& chosen() const { return preset_chosen ? *preset : rounds.back(); }
 };
 
 // Plans `profiled` (the op graph of `model` with measured or modelled times:
@@ -58,6 +78,8 @@ struct AutotuneResult {
 // budget smaller by what the measured peak exceeded the prediction, with op
 // times scaled by measured/predicted step time, until the measured peak fits.
 // `model` is trained in place (its parameters change).
+// With options.check_presets, the fastest fitting preset is measured too
+// (AutotuneResult::preset, chosen()).
 // Errors: InvalidArgument for options out of range or a profile whose graph
 // does not match the model; FailedPrecondition when the budget cannot be met
 // (the message names the smallest feasible budget) or when no plan fit after
