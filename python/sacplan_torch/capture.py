@@ -18,7 +18,7 @@ How it reads the model (see docs/python.md for the whole story):
 - Steps with every block checkpointed time what PyTorch's selective
   checkpointing costs per op (rerun_timing).
 
-The parts: storage (tensor identity), clock, tracer (the dispatch mode and
+The parts: storage (tensor identity), clock, train_step, tracer (the dispatch mode and
 block hooks), trace (one block's record), autograd_walk, backward_timing,
 timed_passes, rerun_timing, step_adapters, device_info, json_io, progress;
 capture() below runs the passes.
@@ -27,28 +27,26 @@ capture() below runs the passes.
 from __future__ import annotations
 
 import statistics
-import time
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
 from . import code_holds, distributed, model_state, rerun_timing, timed_passes
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
-from .clock import Clock, cpu_now
 from .device_info import checked_host_link, device_info
 from .errors import SacplanError
 from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
-from .memory import (AllocationLog, check_loss, optimizer_state_tensors, sync,
-                     unique_storage_bytes)
+from .memory import AllocationLog, optimizer_state_tensors, unique_storage_bytes
 from .plan_doc import PROFILE_SCHEMA, autocast_fingerprint, model_fingerprint
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key
 from .streams import resolve_streams, stream_fingerprint
 from .tracer import Tracer
+from .train_step import TrainStep
 
 
 def _workspace(log: AllocationLog, block: int, op_id: str) -> Tuple[int, int]:
@@ -85,53 +83,6 @@ def _fsdp_fields(block: nn.Module, name: str, world_size: int,
     return fields
 
 
-class _Step:
-    """What every pass needs: the model, its blocks, the step and the
-    optimizer, and what stays resident (parameters, buffers)."""
-
-    def __init__(self, model: nn.Module, found: List[Tuple[str, nn.Module]],
-                 step_fn: Callable[[nn.Module], torch.Tensor],
-                 optimizer: Optional[torch.optim.Optimizer]):
-        self.model, self.found, self.optimizer = model, found, optimizer
-        self.step_fn = step_fn
-        params = list(model.parameters())
-        self.params = params
-        self.device = params[0].device
-        self.clock = Clock(self.device)
-        self.resident = {storage_key(t) for t in params + list(model.buffers())} - {None}
-
-    def tick(self) -> float:
-        """Seconds on the clock phases are timed with, after the device has
-        finished its queued work: process CPU time on CPU, wall on GPU."""
-        sync(self.device)
-        return time.perf_counter() if self.device.type == "cuda" else cpu_now()
-
-    def timed_step(self) -> Dict[str, float]:
-        """Trains one step; returns the ms of its forward, backward and
-        optimizer phases on tick's clock."""
-        t0 = self.tick()
-        loss = self.loss()
-        t1 = self.tick()
-        loss.backward()
-        t2 = self.tick()
-        del loss
-        if self.optimizer is not None:
-            self.optimizer.step()
-        t3 = self.tick()
-        self.model.zero_grad(set_to_none=True)
-        return {"forward": (t1 - t0) * 1e3, "backward": (t2 - t1) * 1e3,
-                "optimizer": (t3 - t2) * 1e3}
-
-    def loss(self) -> torch.Tensor:
-        return check_loss(self.step_fn(self.model))
-
-    def finish(self, loss: torch.Tensor) -> None:
-        loss.backward()
-        if self.optimizer is not None:
-            self.optimizer.step()
-        self.model.zero_grad(set_to_none=True)
-
-
 class _Recorded:
     """The recorded step: traces, allocation log, gradient bytes outside."""
 
@@ -142,7 +93,7 @@ class _Recorded:
         self.root_grads = root_grads
 
 
-def _record_step(s: _Step, fsdp: bool) -> _Recorded:
+def _record_step(s: TrainStep, fsdp: bool) -> _Recorded:
     """One step under the tracer and the allocation log: the graph, the
     saved tensors, the allocations, and the gradients made outside the
     blocks before and after the blocks' backward."""
@@ -202,7 +153,7 @@ def _record_step(s: _Step, fsdp: bool) -> _Recorded:
     return _Recorded(tracer, log, head_grads, embedding_grads, root_grads)
 
 
-def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms, rerun,
+def _block_records(s: TrainStep, rec: _Recorded, fwd_samples, bwd_samples, block_ms, rerun,
                    parallel: Optional[dict], collectives) -> List[BlockRecord]:
     """Each block's ops with their median times, scratch and gradients."""
     records = []
@@ -237,7 +188,7 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms,
     return records
 
 
-def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bool) -> dict:
+def _fixed(s: TrainStep, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bool) -> dict:
     """The profile's "fixed" object: what runs outside the blocks."""
     first, last, log = rec.traces[0], rec.traces[-1], rec.log
     shared = [inp for inp in first.inputs if inp["kind"] == "shared"]
@@ -310,7 +261,7 @@ def _embedding_bwd_workspace(log: AllocationLog, embedding_grad_bytes: int) -> i
     return max(0, log.peak(start, "bwd_end") - log.live(start) - embedding_grad_bytes)
 
 
-def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
+def _profile(s: TrainStep, parallel: Optional[dict], warmup: int, repeats: int,
              progress: bool, name: Optional[str], host_link: Optional[dict]) -> dict:
     """Trains capture's steps (warm-up, recorded, lifetimes, then the timed
     passes in turns) and builds the profile from them."""
@@ -426,7 +377,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         # one left from before would be accumulated into, and with warmup=0
         # that step is the recorded one.
         model.zero_grad(set_to_none=True)
-        doc = _profile(_Step(model, found, as_step(step), optimizer), parallel, warmup,
+        doc = _profile(TrainStep(model, found, as_step(step), optimizer), parallel, warmup,
                        repeats, progress, name, host_link)
     if path is not None:
         write_json_atomically(doc, path)

@@ -7,7 +7,7 @@ On a CPU whose speed changes every few seconds, passes run one after the
 other can each see a different speed, and a profile that mixes them
 predicts checkpointing too dear or too cheap against a plain step; taking
 turns, every pass samples every speed its neighbours do. Each pass takes
-capture's step (capture._Step)."""
+capture's step (train_step.TrainStep)."""
 
 from __future__ import annotations
 
