@@ -33,7 +33,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-from . import code_holds, distributed, model_state, rerun_timing, timed_passes
+from . import (code_holds, device_times, distributed, host_times, model_state, rerun_timing,
+               timed_passes)
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
 from .device_info import checked_host_link, device_info
 from .errors import SacplanError
@@ -172,12 +173,14 @@ def _block_records(s: TrainStep, rec: _Recorded, fwd_samples, bwd_samples, block
         # another moment of a shared machine (the FLUX-style test block's
         # spans came out above its plain forward): scaled up or down, the
         # ops add up to the block.
+        # Kernel times (CUDA) leave out the device's waits for the host,
+        # which the plain steps' wall time includes: not scaled.
         ops_ms = sum(op.fwd_ms for op in trace.ops)
         forward_ms = statistics.median(block_ms[i]) if block_ms[i] else ops_ms
-        if ops_ms > 0:
+        if ops_ms > 0 and not s.clocks.kernel_times:
             for op in trace.ops:
                 op.fwd_ms *= forward_ms / ops_ms
-        for field in rerun.samples:
+        for field in rerun.samples if rerun is not None else ():
             per_op = rerun.per_op_ms(field, i)
             for op in trace.ops:
                 setattr(op, field, per_op.get(op.id))
@@ -279,21 +282,26 @@ def _profile(s: TrainStep, parallel: Optional[dict], warmup: int, repeats: int,
     bar.advance("tensor lifetimes")
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
-    if rec.log.collectives is None:
+    if rec.log.collectives is None and not s.clocks.kernel_times:
         # Inside a process group the recorded step waits after every
-        # collective (AllocationLog): its times are not a step's.
+        # collective (AllocationLog): its times are not a step's. On CUDA
+        # its CUDA-event spans would count the device's waits for the host.
         timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
     op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
-    plain = timed_passes.PlainSteps(s)
+    plain = timed_passes.PlainSteps(s, op_times.host)
     rerun = rerun_timing.RerunPasses(
-        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
-        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
-        lambda: s.timed_step()["backward"])
+        s.found, s.clocks, [{op.id for op in t.ops} for t in rec.traces],
+        [{op.id for op in t.ops if op.never_save} for t in rec.traces], s.timed_step)
     timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
 
     records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
                              parallel, op_times.collectives)
-    timed_passes.share_unpacking(records, rerun.times, plain.phase)
+    if rerun.times is not None:
+        timed_passes.share_unpacking(records, rerun.times, plain.phase)
+    else:
+        device_times.plain_checkpointed(records)
+    if op_times.host is not None:
+        host_times.fill(records, op_times.host, rerun.host_times, plain.phase)
     config = model_fingerprint(s.model, s.found)
     config.update({"name": name or type(s.model).__name__, "device": s.device.type})
     config.update(stream_fingerprint(rec.traces[0].inputs), **autocast_fingerprint(rec.traces))
@@ -302,9 +310,12 @@ def _profile(s: TrainStep, parallel: Optional[dict], warmup: int, repeats: int,
         "source": "pytorch",
         "device": device_info(s.device, host_link),
         "model": {"name": config["name"], "config": config},
-        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
+        "fixed": _fixed(s, rec, records,
+                        op_times.kernel_phase if s.clocks.kernel_times else plain.phase, fsdp),
         "blocks": [r.to_json() for r in records],
     }
+    if op_times.host is not None:
+        doc["fixed"]["host"] = host_times.fixed_host(records, plain.phase)
     if parallel is not None:
         doc["parallel"] = parallel
     return doc

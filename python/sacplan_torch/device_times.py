@@ -85,3 +85,14 @@ class KernelClock:
         with _profiler_quiet("cuda"), torch.profiler.profile(activities=activities) as prof:
             yield
         self._ms = kernel_ms_by_range(prof.events())
+
+
+def plain_checkpointed(records) -> None:
+    """The device times of every op under checkpointing, from kernel times:
+    its plain ones. The policy, the cache and checkpoint's hooks are host
+    work; a re-run launches the forward's kernels; a cache pop none."""
+    for record in records:
+        for op in record.ops:
+            op.checkpointed_fwd_ms = op.saved_fwd_ms = op.recompute_ms = op.fwd_ms
+            op.checkpointed_bwd_ms = op.bwd_ms
+            op.replay_ms = 0.0
