@@ -1,0 +1,152 @@
+"""Host times, device times and syncs in capture's profile (docs/python.md,
+"Host and device times").
+
+On a GPU capture reads two clocks: the host's wall clock and the device's.
+The CUDA parts cannot run here; the two-clock path runs on a CPU through
+clock.Clocks, with the wall clock as the host's and the process CPU clock
+as the device's. A block that sleeps in Python costs the host (wall) time
+and the device (process) none: what a GPU's host spends on dispatch and
+the checkpoint policy while the device waits."""
+
+from __future__ import annotations
+
+import math
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+import sacplan_torch
+from sacplan_torch import sync_ops
+from sacplan_torch.clock import Clock, Clocks, WallClock
+from sacplan_torch.device_times import kernel_ms_by_range
+from sacplan_torch.host_times import HOST_FIELDS
+
+DIM, TOKENS = 16, 8
+SLEEP_S = 0.004
+
+
+class Block(nn.Module):
+    def __init__(self, how: str = "plain"):
+        super().__init__()
+        self.linear = nn.Linear(DIM, DIM)
+        self.how = how
+
+    def forward(self, x):
+        h = torch.tanh(self.linear(x))
+        if self.how == "sleep":
+            time.sleep(SLEEP_S)  # host work the device does not see
+        elif self.how == "item":
+            scale = h.abs().sum()
+            if scale.item() < 0:  # reads a device value on the host
+                h = -h
+        elif self.how == "nonzero":
+            h = h + torch.nonzero(h > 0).shape[0] * 0.0
+        return x + h
+
+
+def capture(how: str, monkeypatch=None, **kwargs) -> dict:
+    if monkeypatch is not None:
+        monkeypatch.setattr(Clocks, "for_device", classmethod(
+            lambda cls, device: cls(Clock(device), WallClock())))
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(how), Block(how))
+    return sacplan_torch.capture(model, torch.randn(TOKENS, DIM),
+                                 blocks=lambda name, m: isinstance(m, Block),
+                                 warmup=1, repeats=2, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def two_clock_profile():
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return capture("sleep", monkeypatch)
+
+
+def test_every_op_gets_host_times_on_two_clocks(two_clock_profile):
+    for block in two_clock_profile["blocks"]:
+        for op in block["ops"]:
+            assert set(op["host"]) == set(HOST_FIELDS), op["id"]
+            for field, ms in op["host"].items():
+                assert math.isfinite(ms) and ms >= 0, (op["id"], field, ms)
+    fixed_host = two_clock_profile["fixed"]["host"]
+    assert set(fixed_host) == {"head_fwd_ms", "head_bwd_ms", "optimizer_ms"}
+    assert all(math.isfinite(ms) and ms >= 0 for ms in fixed_host.values())
+
+
+def test_host_times_see_what_the_device_clock_does_not(two_clock_profile):
+    # The sleep is in every forward of the block and in every re-run: the
+    # host's forward, checkpointed forward and recompute each hold it, the
+    # device's (process CPU time) do not.
+    for block in two_clock_profile["blocks"]:
+        ops = block["ops"]
+        for field in ("fwd_ms", "checkpointed_fwd_ms", "saved_fwd_ms", "recompute_ms"):
+            host_ms = sum(op["host"][field] for op in ops)
+            device_ms = sum(op[field] for op in ops)
+            assert host_ms >= 0.9 * SLEEP_S * 1e3, (field, host_ms)
+            assert device_ms < host_ms / 2, (field, device_ms, host_ms)
+        # The backward does not run the block's Python: no sleep there.
+        assert sum(op["host"]["bwd_ms"] for op in ops) < SLEEP_S * 1e3
+
+
+def test_a_profile_with_host_times_plans(two_clock_profile):
+    plan = sacplan_torch.plan(two_clock_profile, budget="1GB")
+    assert plan["predicted"]["step_ms"] > 0
+
+
+def test_one_clock_writes_no_host_times():
+    profile = capture("plain")
+    expected = {"id", "kind", "aten", "inputs", "outputs", "backward_needs", "fwd_ms",
+                "bwd_ms", "workspace_bytes", "bwd_workspace_bytes", "param_bytes",
+                "checkpointed_fwd_ms", "saved_fwd_ms", "checkpointed_bwd_ms",
+                "recompute_ms", "replay_ms"}
+    for block in profile["blocks"]:
+        for op in block["ops"]:
+            assert set(op) == expected, op["id"]
+    assert "host" not in profile["fixed"]
+    assert set(profile["device"]) == {"name", "memory_bytes"}
+
+
+def test_item_marks_the_op_issued_before_it():
+    profile = capture("item")
+    for block in profile["blocks"]:
+        synced = [op["id"] for op in block["ops"] if op.get("syncs")]
+        # .item() makes no op (it returns a number): the host waits after
+        # the sum it reads, the last op issued.
+        assert synced == ["sum"], synced
+
+
+def test_nonzero_syncs():
+    profile = capture("nonzero")
+    for block in profile["blocks"]:
+        synced = [op["id"] for op in block["ops"] if op.get("syncs")]
+        assert synced == ["nonzero"], synced
+
+
+def test_syncs_by_form():
+    aten = torch.ops.aten
+    x = torch.arange(6.0)
+    repeats = torch.tensor([1, 2, 0, 1, 1, 1])
+    assert sync_ops.syncs(aten.repeat_interleave.Tensor, (repeats,), {}, None)
+    assert not sync_ops.syncs(aten.repeat_interleave.Tensor, (repeats,), {"output_size": 6}, None)
+    assert not sync_ops.syncs(aten.repeat_interleave.self_int, (x, 2), {}, None)
+    assert sync_ops.syncs(aten.index.Tensor, (x, [x > 2]), {}, None)
+    assert not sync_ops.syncs(aten.index.Tensor, (x, [repeats]), {}, None)
+    assert sync_ops.syncs(aten._unique2.default, (x,), {}, None)
+    assert sync_ops.syncs(aten.masked_select.default, (x, x > 2), {}, None)
+    # On a CPU a copy to the host has no device to wait for.
+    assert not sync_ops.syncs(aten._to_copy.default, (x,), {"device": "cpu"}, x.clone())
+    assert not sync_ops.syncs(aten.copy_.default, (x.clone(), x), {}, None)
+    assert not sync_ops.syncs(aten.mm.default, (x[None], x[:, None]), {}, None)
+
+
+def test_kernel_ms_by_range_reads_host_ranges_only():
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    events = [SimpleNamespace(name="sacplan#0", device_type=cpu, device_time_total=1500.0),
+              # The same range as the device lists it: not a kernel sum.
+              SimpleNamespace(name="sacplan#0", device_type=cuda, device_time_total=9000.0),
+              SimpleNamespace(name="sacplan#phase:forward", device_type=cpu,
+                              device_time_total=4000.0),
+              SimpleNamespace(name="aten::mm", device_type=cpu, device_time_total=1500.0)]
+    assert kernel_ms_by_range(events) == {"sacplan#0": 1.5, "sacplan#phase:forward": 4.0}
