@@ -22,6 +22,7 @@ import sacplan_torch
 from sacplan_torch import sync_ops
 from sacplan_torch.clock import Clock, Clocks, WallClock
 from sacplan_torch.device_times import kernel_ms_by_range
+from sacplan_torch.host_memory import available_host_memory_bytes
 from sacplan_torch.host_times import HOST_FIELDS
 
 DIM, TOKENS = 16, 8
@@ -150,3 +151,35 @@ def test_kernel_ms_by_range_reads_host_ranges_only():
                               device_time_total=4000.0),
               SimpleNamespace(name="aten::mm", device_type=cpu, device_time_total=1500.0)]
     assert kernel_ms_by_range(events) == {"sacplan#0": 1.5, "sacplan#phase:forward": 4.0}
+
+
+def test_host_link_gets_offloads_per_tensor_host_costs():
+    profile = capture("plain", host_link={"d2h_gbps": 10, "h2d_gbps": 10})
+    link = profile["device"]["host_link"]
+    for key in ("offload_host_us", "fetch_host_us"):
+        # Positive (every pack takes a buffer and copies) and sane: a hook
+        # that took 10 ms per tensor would be broken.
+        assert 0 < link[key] < 10_000, (key, link[key])
+    # The copy engine's setup is measured on CUDA only.
+    assert "copy_setup_us" not in link
+    assert capture("plain")["device"].keys() == {"name", "memory_bytes"}
+
+
+def test_given_per_copy_costs_are_kept():
+    given = {"d2h_gbps": 10, "h2d_gbps": 10, "offload_host_us": 7, "fetch_host_us": 0}
+    link = capture("plain", host_link=given)["device"]["host_link"]
+    assert link == {"d2h_gbps": 10.0, "h2d_gbps": 10.0, "host_memory_bytes": 0,
+                    "offload_host_us": 7.0, "fetch_host_us": 0.0}
+    with pytest.raises(sacplan_torch.SacplanError,
+                       match=r"host_link\.fetch_host_us: expected a non-negative number"):
+        capture("plain", host_link=dict(given, fetch_host_us=-1))
+
+
+def test_available_host_memory_is_meminfos_available(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       64000000 kB\nMemFree:         1000 kB\n"
+                       "MemAvailable:   32000000 kB\n")
+    # Shared among the GPUs (all of it without one), not MemTotal or MemFree.
+    gpus = max(torch.cuda.device_count() if torch.cuda.is_available() else 0, 1)
+    assert available_host_memory_bytes(str(meminfo)) == 32000000 * 1024 // gpus
+    assert available_host_memory_bytes(str(tmp_path / "missing")) == 0
