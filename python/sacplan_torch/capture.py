@@ -17,10 +17,14 @@ How it reads the model (see docs/python.md for the whole story):
   blocks: the embeddings' saved tensors, the head and loss, the optimizer.
 - Steps with every block checkpointed time what PyTorch's selective
   checkpointing costs per op (rerun_timing).
+- On a GPU, each op's device time is its kernels' (device_times), and its
+  host time is read apart on the wall clock (host_times); calls after
+  which the host waits for the device are marked (sync_ops).
 
-The parts: storage (tensor identity), clock, train_step, tracer (the dispatch mode and
-block hooks), trace (one block's record), autograd_walk, backward_timing,
-timed_passes, rerun_timing, step_adapters, device_info, json_io, progress;
+The parts: storage (tensor identity), clock, train_step, tracer (the
+dispatch mode and block hooks), trace (one block's record), autograd_walk,
+backward_timing, timed_passes, rerun_timing, host_times, device_times,
+sync_ops, step_adapters, device_info, offload_costs, json_io, progress;
 capture() below runs the passes.
 """
 
@@ -347,10 +351,12 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       are ops of the block, captured like any other call).
     host_link: the device's link to host memory, over which a plan may
       offload (`device.host_link`, docs/profile_format.md): `d2h_gbps` and
-      `h2d_gbps` (GB/s each way) and optionally `host_memory_bytes`. On a
-      GPU it is measured when not given (pinned copies of 256 MiB, and
-      the node's RAM shared by its GPUs); on CPU there is none unless
-      given.
+      `h2d_gbps` (GB/s each way) and optionally `host_memory_bytes`,
+      `offload_host_us`, `fetch_host_us`, `copy_setup_us`. On a GPU it is
+      measured when not given (pinned copies of 256 MiB, and the host
+      memory available, shared by the node's GPUs); on CPU there is none
+      unless given. The per-copy costs not given are measured
+      (offload_costs.py).
     The model trains for warmup + 2 + 4 * repeats steps: after the warm-up
     and the two above, `repeats` rounds of four, which time the ops, a
     plain step, and two steps with every block checkpointed, to time what

@@ -30,6 +30,11 @@ adds to the first op and the last. Per op:
   tensors their backward reads (capture does this, from RerunTimes).
 The re-run runs to the block's end here (early stop off); the simulator
 charges only the calls the re-run reaches.
+
+On a GPU each policy call is marked on the host's wall clock only, for the
+op's host times (host_times.py): the device's time under checkpointing is
+its plain kernel time (device_times.plain_checkpointed). With two clocks on
+a CPU (tests) both are marked, the device's first.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 import sacplan_torch
-from sacplan_torch import sync_ops
+from sacplan_torch import device_times, sync_ops
 from sacplan_torch.clock import Clock, Clocks, WallClock
 from sacplan_torch.device_times import kernel_ms_by_range
 from sacplan_torch.host_memory import available_host_memory_bytes
@@ -183,3 +183,40 @@ def test_available_host_memory_is_meminfos_available(tmp_path):
     gpus = max(torch.cuda.device_count() if torch.cuda.is_available() else 0, 1)
     assert available_host_memory_bytes(str(meminfo)) == 32000000 * 1024 // gpus
     assert available_host_memory_bytes(str(tmp_path / "missing")) == 0
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_kernel_time_ranges_enclose_each_ops_aten_calls(monkeypatch):
+    # The CUDA path on a CPU: the op-times step under torch.profiler, each
+    # op's forward and backward in a range of its own. No kernels run here
+    # (every device time is 0); what kernel attribution needs is checked:
+    # every range holds the aten calls that would launch them, on the
+    # range's own thread (not async), backward included.
+    ranges = []
+    real = device_times.kernel_ms_by_range
+
+    def spy(events, prefix=device_times._PREFIX):
+        events = list(events)
+        ranges.extend(e for e in events if e.name.startswith(prefix)
+                      and e.device_type == torch.autograd.DeviceType.CPU)
+        return real(events, prefix)
+
+    monkeypatch.setattr(device_times, "kernel_ms_by_range", spy)
+    monkeypatch.setattr(Clocks, "for_device", classmethod(
+        lambda cls, device: cls(Clock(device), WallClock(), kernel_times=True)))
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block())
+    profile = sacplan_torch.capture(model, torch.randn(TOKENS, DIM), warmup=1, repeats=1,
+                                    blocks=lambda name, m: isinstance(m, Block))
+    ops = [op for block in profile["blocks"] for op in block["ops"]]
+    per_op = [r for r in ranges if not r.name.startswith(device_times._PHASE)]
+    # One range per op's forward and at least one per op's backward.
+    assert len(per_op) >= 2 * len(ops)
+    assert all(r.cpu_children and not r.is_async for r in per_op)
+    assert {r.name for r in ranges} >= {device_times._PHASE + p
+                                       for p in ("forward", "backward", "optimizer")}
+    for op in ops:
+        assert set(op["host"]) == set(HOST_FIELDS)
+        # The checkpointed device fields are the plain ones.
+        assert op["recompute_ms"] == op["checkpointed_fwd_ms"] == op["fwd_ms"]
+        assert op["replay_ms"] == 0 and op["checkpointed_bwd_ms"] == op["bwd_ms"]
