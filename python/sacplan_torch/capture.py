@@ -17,38 +17,41 @@ How it reads the model (see docs/python.md for the whole story):
   blocks: the embeddings' saved tensors, the head and loss, the optimizer.
 - Steps with every block checkpointed time what PyTorch's selective
   checkpointing costs per op (rerun_timing).
+- On a GPU, each op's device time is its kernels' (device_times), and its
+  host time is read apart on the wall clock (host_times); calls after
+  which the host waits for the device are marked (sync_ops).
 
-The parts: storage (tensor identity), clock, tracer (the dispatch mode and
-block hooks), trace (one block's record), autograd_walk, backward_timing,
-timed_passes, rerun_timing, step_adapters, device_info, json_io, progress;
+The parts: storage (tensor identity), clock, train_step, tracer (the
+dispatch mode and block hooks), trace (one block's record), autograd_walk,
+backward_timing, timed_passes, rerun_timing, host_times, device_times,
+sync_ops, step_adapters, device_info, offload_costs, json_io, progress;
 capture() below runs the passes.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
-from . import code_holds, distributed, model_state, rerun_timing, timed_passes
+from . import (code_holds, device_times, distributed, host_times, model_state, rerun_timing,
+               timed_passes)
 from .blocks import BlockSpec, compiled_how, find_blocks, refuse_compiled
-from .clock import Clock, cpu_now
 from .device_info import checked_host_link, device_info
 from .errors import SacplanError
 from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
-from .memory import (AllocationLog, check_loss, optimizer_state_tensors, sync,
-                     unique_storage_bytes)
+from .memory import AllocationLog, optimizer_state_tensors, unique_storage_bytes
 from .plan_doc import PROFILE_SCHEMA, autocast_fingerprint, model_fingerprint
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key
 from .streams import resolve_streams, stream_fingerprint
 from .tracer import Tracer
+from .train_step import TrainStep
 
 
 def _workspace(log: AllocationLog, block: int, op_id: str) -> Tuple[int, int]:
@@ -85,53 +88,6 @@ def _fsdp_fields(block: nn.Module, name: str, world_size: int,
     return fields
 
 
-class _Step:
-    """What every pass needs: the model, its blocks, the step and the
-    optimizer, and what stays resident (parameters, buffers)."""
-
-    def __init__(self, model: nn.Module, found: List[Tuple[str, nn.Module]],
-                 step_fn: Callable[[nn.Module], torch.Tensor],
-                 optimizer: Optional[torch.optim.Optimizer]):
-        self.model, self.found, self.optimizer = model, found, optimizer
-        self.step_fn = step_fn
-        params = list(model.parameters())
-        self.params = params
-        self.device = params[0].device
-        self.clock = Clock(self.device)
-        self.resident = {storage_key(t) for t in params + list(model.buffers())} - {None}
-
-    def tick(self) -> float:
-        """Seconds on the clock phases are timed with, after the device has
-        finished its queued work: process CPU time on CPU, wall on GPU."""
-        sync(self.device)
-        return time.perf_counter() if self.device.type == "cuda" else cpu_now()
-
-    def timed_step(self) -> Dict[str, float]:
-        """Trains one step; returns the ms of its forward, backward and
-        optimizer phases on tick's clock."""
-        t0 = self.tick()
-        loss = self.loss()
-        t1 = self.tick()
-        loss.backward()
-        t2 = self.tick()
-        del loss
-        if self.optimizer is not None:
-            self.optimizer.step()
-        t3 = self.tick()
-        self.model.zero_grad(set_to_none=True)
-        return {"forward": (t1 - t0) * 1e3, "backward": (t2 - t1) * 1e3,
-                "optimizer": (t3 - t2) * 1e3}
-
-    def loss(self) -> torch.Tensor:
-        return check_loss(self.step_fn(self.model))
-
-    def finish(self, loss: torch.Tensor) -> None:
-        loss.backward()
-        if self.optimizer is not None:
-            self.optimizer.step()
-        self.model.zero_grad(set_to_none=True)
-
-
 class _Recorded:
     """The recorded step: traces, allocation log, gradient bytes outside."""
 
@@ -142,7 +98,7 @@ class _Recorded:
         self.root_grads = root_grads
 
 
-def _record_step(s: _Step, fsdp: bool) -> _Recorded:
+def _record_step(s: TrainStep, fsdp: bool) -> _Recorded:
     """One step under the tracer and the allocation log: the graph, the
     saved tensors, the allocations, and the gradients made outside the
     blocks before and after the blocks' backward."""
@@ -202,7 +158,7 @@ def _record_step(s: _Step, fsdp: bool) -> _Recorded:
     return _Recorded(tracer, log, head_grads, embedding_grads, root_grads)
 
 
-def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms, rerun,
+def _block_records(s: TrainStep, rec: _Recorded, fwd_samples, bwd_samples, block_ms, rerun,
                    parallel: Optional[dict], collectives) -> List[BlockRecord]:
     """Each block's ops with their median times, scratch and gradients."""
     records = []
@@ -221,12 +177,14 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms,
         # another moment of a shared machine (the FLUX-style test block's
         # spans came out above its plain forward): scaled up or down, the
         # ops add up to the block.
+        # Kernel times (CUDA) leave out the device's waits for the host,
+        # which the plain steps' wall time includes: not scaled.
         ops_ms = sum(op.fwd_ms for op in trace.ops)
         forward_ms = statistics.median(block_ms[i]) if block_ms[i] else ops_ms
-        if ops_ms > 0:
+        if ops_ms > 0 and not s.clocks.kernel_times:
             for op in trace.ops:
                 op.fwd_ms *= forward_ms / ops_ms
-        for field in rerun.samples:
+        for field in rerun.samples if rerun is not None else ():
             per_op = rerun.per_op_ms(field, i)
             for op in trace.ops:
                 setattr(op, field, per_op.get(op.id))
@@ -237,7 +195,7 @@ def _block_records(s: _Step, rec: _Recorded, fwd_samples, bwd_samples, block_ms,
     return records
 
 
-def _fixed(s: _Step, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bool) -> dict:
+def _fixed(s: TrainStep, rec: _Recorded, records: List[BlockRecord], phase, fsdp: bool) -> dict:
     """The profile's "fixed" object: what runs outside the blocks."""
     first, last, log = rec.traces[0], rec.traces[-1], rec.log
     shared = [inp for inp in first.inputs if inp["kind"] == "shared"]
@@ -310,7 +268,7 @@ def _embedding_bwd_workspace(log: AllocationLog, embedding_grad_bytes: int) -> i
     return max(0, log.peak(start, "bwd_end") - log.live(start) - embedding_grad_bytes)
 
 
-def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
+def _profile(s: TrainStep, parallel: Optional[dict], warmup: int, repeats: int,
              progress: bool, name: Optional[str], host_link: Optional[dict]) -> dict:
     """Trains capture's steps (warm-up, recorded, lifetimes, then the timed
     passes in turns) and builds the profile from them."""
@@ -328,21 +286,26 @@ def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
     bar.advance("tensor lifetimes")
     fwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
     bwd_samples: List[Dict[str, list]] = [defaultdict(list) for _ in s.found]
-    if rec.log.collectives is None:
+    if rec.log.collectives is None and not s.clocks.kernel_times:
         # Inside a process group the recorded step waits after every
-        # collective (AllocationLog): its times are not a step's.
+        # collective (AllocationLog): its times are not a step's. On CUDA
+        # its CUDA-event spans would count the device's waits for the host.
         timed_passes.add_samples(rec.traces, s.clock, fwd_samples, bwd_samples)
     op_times = timed_passes.OpTimes(s, fwd_samples, bwd_samples)
-    plain = timed_passes.PlainSteps(s)
+    plain = timed_passes.PlainSteps(s, op_times.host)
     rerun = rerun_timing.RerunPasses(
-        s.found, s.clock, [{op.id for op in t.ops} for t in rec.traces],
-        [{op.id for op in t.ops if op.never_save} for t in rec.traces],
-        lambda: s.timed_step()["backward"])
+        s.found, s.clocks, [{op.id for op in t.ops} for t in rec.traces],
+        [{op.id for op in t.ops if op.never_save} for t in rec.traces], s.timed_step)
     timed_passes.run_passes(repeats, op_times, plain, rerun, bar)
 
     records = _block_records(s, rec, fwd_samples, bwd_samples, plain.block_ms, rerun.times,
                              parallel, op_times.collectives)
-    timed_passes.share_unpacking(records, rerun.times, plain.phase)
+    if rerun.times is not None:
+        timed_passes.share_unpacking(records, rerun.times, plain.phase)
+    else:
+        device_times.plain_checkpointed(records)
+    if op_times.host is not None:
+        host_times.fill(records, op_times.host, rerun.host_times, plain.phase)
     config = model_fingerprint(s.model, s.found)
     config.update({"name": name or type(s.model).__name__, "device": s.device.type})
     config.update(stream_fingerprint(rec.traces[0].inputs), **autocast_fingerprint(rec.traces))
@@ -351,9 +314,12 @@ def _profile(s: _Step, parallel: Optional[dict], warmup: int, repeats: int,
         "source": "pytorch",
         "device": device_info(s.device, host_link),
         "model": {"name": config["name"], "config": config},
-        "fixed": _fixed(s, rec, records, plain.phase, fsdp),
+        "fixed": _fixed(s, rec, records,
+                        op_times.kernel_phase if s.clocks.kernel_times else plain.phase, fsdp),
         "blocks": [r.to_json() for r in records],
     }
+    if op_times.host is not None:
+        doc["fixed"]["host"] = host_times.fixed_host(records, plain.phase)
     if parallel is not None:
         doc["parallel"] = parallel
     return doc
@@ -385,10 +351,12 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
       are ops of the block, captured like any other call).
     host_link: the device's link to host memory, over which a plan may
       offload (`device.host_link`, docs/profile_format.md): `d2h_gbps` and
-      `h2d_gbps` (GB/s each way) and optionally `host_memory_bytes`. On a
-      GPU it is measured when not given (pinned copies of 256 MiB, and
-      the node's RAM shared by its GPUs); on CPU there is none unless
-      given.
+      `h2d_gbps` (GB/s each way) and optionally `host_memory_bytes`,
+      `offload_host_us`, `fetch_host_us`, `copy_setup_us`. On a GPU it is
+      measured when not given (pinned copies of 256 MiB, and the host
+      memory available, shared by the node's GPUs); on CPU there is none
+      unless given. The per-copy costs not given are measured
+      (offload_costs.py).
     The model trains for warmup + 2 + 4 * repeats steps: after the warm-up
     and the two above, `repeats` rounds of four, which time the ops, a
     plain step, and two steps with every block checkpointed, to time what
@@ -426,7 +394,7 @@ def capture(model: nn.Module, step: Any, *, blocks: BlockSpec,
         # one left from before would be accumulated into, and with warmup=0
         # that step is the recorded one.
         model.zero_grad(set_to_none=True)
-        doc = _profile(_Step(model, found, as_step(step), optimizer), parallel, warmup,
+        doc = _profile(TrainStep(model, found, as_step(step), optimizer), parallel, warmup,
                        repeats, progress, name, host_link)
     if path is not None:
         write_json_atomically(doc, path)

@@ -66,6 +66,11 @@ class OpRecord:
     checkpointed_bwd_ms: Optional[float] = None
     recompute_ms: Optional[float] = None
     replay_ms: Optional[float] = None
+    # On a GPU: the host's time issuing each step of the op, keyed as the
+    # fields above (host_times.py). None: host and device are one clock.
+    host: Optional[Dict[str, float]] = None
+    # Issuing the call makes the host wait for the device (sync_ops.py).
+    syncs: bool = False
 
     def read(self, tensor_id: str, t: Optional[torch.Tensor] = None) -> None:
         """Records that the op reads `tensor_id`, through `t` when given: a
@@ -120,6 +125,10 @@ class OpRecord:
                 doc[field] = round(value, 6)
         if self.autocast_cached:
             doc["autocast_cached"] = True
+        if self.host is not None:
+            doc["host"] = {field: round(ms, 6) for field, ms in self.host.items()}
+        if self.syncs:
+            doc["syncs"] = True
         grads = self.input_grad_bytes()
         if grads:
             doc["input_grad_bytes"] = grads

@@ -30,6 +30,11 @@ adds to the first op and the last. Per op:
   tensors their backward reads (capture does this, from RerunTimes).
 The re-run runs to the block's end here (early stop off); the simulator
 charges only the calls the re-run reaches.
+
+On a GPU each policy call is marked on the host's wall clock only, for the
+op's host times (host_times.py): the device's time under checkpointing is
+its plain kernel time (device_times.plain_checkpointed). With two clocks on
+a CPU (tests) both are marked, the device's first.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,
                                     create_selective_checkpoint_contexts,
                                     set_checkpoint_early_stop)
 
-from .clock import Clock
+from .clock import Clocks
 from .naming import OpNamer, is_collective, is_named
 
 # op id -> per-step samples, per block, for each measured figure.
@@ -54,46 +59,59 @@ Samples = List[Dict[str, List[float]]]
 
 class _Segment:
     """One run of a block's forward: the forward or a re-run. Marks are
-    (op id, time) at each policy call, then (None, time) at the end."""
+    (op id, time) at each policy call, then (None, time) at the end, on
+    each of `clocks` (kind -> clock: "device", and "host" on a GPU, whose
+    mark goes beside the device's)."""
 
-    def __init__(self, clock: Clock):
-        self.clock = clock
+    def __init__(self, clocks: Dict[str, object]):
+        self.clocks = clocks
         self.recompute: Optional[bool] = None
-        self.marks: List[Tuple[Optional[str], object]] = [(None, clock.now())]
+        self.marks: Dict[str, List[Tuple[Optional[str], object]]] = {
+            kind: [(None, t)] for kind, t in now(clocks).items()}
 
     def mark(self, op_id: Optional[str]) -> None:
-        self.marks.append((op_id, self.clock.now()))
+        for kind, t in now(self.clocks).items():
+            self.marks[kind].append((op_id, t))
 
-    def widen(self, begin, end) -> None:
-        """Starts the segment at `begin` and ends it at `end`: a forward's
-        segment then spans checkpoint's own work around the block (its
-        contexts, saved-tensor hooks, RNG state), which falls to the first
-        and the last op."""
-        self.marks[0] = (None, begin)
-        self.marks[-1] = (None, end)
+    def widen(self, begin: Dict[str, object], end: Dict[str, object]) -> None:
+        """Starts the segment at `begin` and ends it at `end` (per kind): a
+        forward's segment then spans checkpoint's own work around the block
+        (its contexts, saved-tensor hooks, RNG state), which falls to the
+        first and the last op."""
+        for kind, marks in self.marks.items():
+            marks[0] = (None, begin[kind])
+            marks[-1] = (None, end[kind])
 
-    def span_ms(self) -> float:
-        return self.clock.between(self.marks[0][1], self.marks[-1][1])
+    def span_ms(self, kind: str) -> float:
+        marks = self.marks[kind]
+        return self.clocks[kind].between(marks[0][1], marks[-1][1])
 
-    def per_op_ms(self, op_ids: Set[str]) -> Dict[str, float]:
-        """Each profile op's share: from its call to the next, plus what runs
-        after it before the next op (views, Python); what runs before the
-        first op goes to the first op."""
+    def per_op_ms(self, op_ids: Set[str], kind: str) -> Dict[str, float]:
+        """Each profile op's share on the `kind` clock: from its call to the
+        next, plus what runs after it before the next op (views, Python);
+        what runs before the first op goes to the first op."""
+        marks, clock = self.marks[kind], self.clocks[kind]
         spent: Dict[str, float] = defaultdict(float)
         owner: Optional[str] = None
         before_first = 0.0
-        for (op_id, t0), (_, t1) in zip(self.marks, self.marks[1:]):
+        for (op_id, t0), (_, t1) in zip(marks, marks[1:]):
             if op_id in op_ids:
                 owner = op_id
-            elapsed = self.clock.between(t0, t1)
+            elapsed = clock.between(t0, t1)
             if owner is None:
                 before_first += elapsed
             else:
                 spent[owner] += elapsed
         if owner is not None:
-            first = next(op_id for op_id, _ in self.marks if op_id in op_ids)
+            first = next(op_id for op_id, _ in marks if op_id in op_ids)
             spent[first] += before_first
         return spent
+
+
+def now(clocks: Dict[str, object]) -> Dict[str, object]:
+    """A mark on every clock, the device's first (on CUDA an event record,
+    which the host's mark after it does not count)."""
+    return {kind: clock.now() for kind, clock in clocks.items()}
 
 
 class _Checkpointed:
@@ -101,14 +119,15 @@ class _Checkpointed:
     (collectives always) and recomputing every other call; records a
     _Segment per forward and per re-run."""
 
-    def __init__(self, found: List[Tuple[str, nn.Module]], clock: Clock,
+    def __init__(self, found: List[Tuple[str, nn.Module]], clocks: Dict[str, object],
                  saved: Optional[List[Set[str]]]):
         self.segments: List[List[_Segment]] = [[] for _ in found]
         self._undo: List[Callable[[], None]] = []
         for i, (_, block) in enumerate(found):
-            self._wrap(i, block, clock, saved[i] if saved is not None else set())
+            self._wrap(i, block, clocks, saved[i] if saved is not None else set())
 
-    def _wrap(self, index: int, block: nn.Module, clock: Clock, saved: Set[str]) -> None:
+    def _wrap(self, index: int, block: nn.Module, clocks: Dict[str, object],
+              saved: Set[str]) -> None:
         namer = OpNamer(block)
         original = block.forward
         current: List[_Segment] = []
@@ -126,19 +145,19 @@ class _Checkpointed:
 
         def run(*args, **kwargs):
             namer.reset()
-            current.append(_Segment(clock))
+            current.append(_Segment(clocks))
             out = original(*args, **kwargs)
             current[-1].mark(None)
             self.segments[index].append(current[-1])
             return out
 
         def forward(*args, **kwargs):
-            begin = clock.now()
+            begin = now(clocks)
             out = checkpoint(
                 run, *args, use_reentrant=False,
                 context_fn=functools.partial(create_selective_checkpoint_contexts, policy),
                 **kwargs)
-            self.segments[index][-1].widen(begin, clock.now())
+            self.segments[index][-1].widen(begin, now(clocks))
             return out
 
         block.forward = forward
@@ -189,40 +208,56 @@ class RerunTimes:
 
 class RerunPasses:
     """Training steps with every block checkpointed, one per `step`: saving
-    nothing a plan could (save False) or every op a plan may (save True);
-    `times` gathers what they measure. `run_step()` trains one step and
-    returns its backward phase's ms."""
+    nothing a plan could (save False) or every op a plan may (save True).
+    `times` gathers what they measure on the device's clock (None when
+    clocks.kernel_times: the device times of checkpointed ops are then the
+    plain ones, device_times.py), `host_times` on the host's (None
+    without a host clock). `run_step()` trains one step and returns its
+    phases (TrainStep.timed_step: "backward", and "host_backward" with a
+    host clock)."""
 
     FIELDS = {(False, False): "checkpointed_fwd_ms", (True, False): "saved_fwd_ms",
               (False, True): "recompute_ms", (True, True): "replay_ms"}
+    # The phase each clock's backward is read from.
+    BACKWARD = {"device": "backward", "host": "host_backward"}
 
-    def __init__(self, found: List[Tuple[str, nn.Module]], clock: Clock,
+    def __init__(self, found: List[Tuple[str, nn.Module]], clocks: Clocks,
                  op_ids: List[Set[str]], never_save: List[Set[str]],
-                 run_step: Callable[[], float]):
-        self.found, self.clock, self.op_ids, self.run_step = found, clock, op_ids, run_step
+                 run_step: Callable[[], Dict[str, float]]):
+        self.found, self.op_ids, self.run_step = found, op_ids, run_step
+        self.clocks: Dict[str, object] = {}
+        if not clocks.kernel_times:
+            self.clocks["device"] = clocks.device
+        if clocks.host is not None:
+            self.clocks["host"] = clocks.host
         # Saved: the ops a plan may save (apply_plan saves nothing else).
         self.savable = [ids - never for ids, never in zip(op_ids, never_save)]
         fields = self.FIELDS.values()
-        self.times = RerunTimes({field: [defaultdict(list) for _ in found] for field in fields},
-                                {field: [[] for _ in found] for field in fields}, [])
+        self.by_clock = {
+            kind: RerunTimes({field: [defaultdict(list) for _ in found] for field in fields},
+                             {field: [[] for _ in found] for field in fields}, [])
+            for kind in self.clocks}
+        self.times: Optional[RerunTimes] = self.by_clock.get("device")
+        self.host_times: Optional[RerunTimes] = self.by_clock.get("host")
 
     def step(self, save: bool) -> None:
-        wrapped = _Checkpointed(self.found, self.clock, self.savable if save else None)
+        wrapped = _Checkpointed(self.found, self.clocks, self.savable if save else None)
         try:
             with set_checkpoint_early_stop(False):
-                backward_ms = self.run_step()
+                phases = self.run_step()
         finally:
             wrapped.remove()
-        if not save:
-            self.times.backward_ms.append(backward_ms - sum(
-                s.span_ms() for segments in wrapped.segments for s in segments
-                if s.recompute))
-        for i, segments in enumerate(wrapped.segments):
-            for segment in segments:
-                if segment.recompute is None:
-                    continue
-                field = self.FIELDS[(save, segment.recompute)]
-                shares = segment.per_op_ms(self.op_ids[i])
-                for op_id, ms in shares.items():
-                    self.times.samples[field][i][op_id].append(ms)
-                self.times.spans[field][i].append(sum(shares.values()))
+        for kind, times in self.by_clock.items():
+            if not save:
+                times.backward_ms.append(phases[self.BACKWARD[kind]] - sum(
+                    s.span_ms(kind) for segments in wrapped.segments for s in segments
+                    if s.recompute))
+            for i, segments in enumerate(wrapped.segments):
+                for segment in segments:
+                    if segment.recompute is None:
+                        continue
+                    field = self.FIELDS[(save, segment.recompute)]
+                    shares = segment.per_op_ms(self.op_ids[i], kind)
+                    for op_id, ms in shares.items():
+                        times.samples[field][i][op_id].append(ms)
+                    times.spans[field][i].append(sum(shares.values()))

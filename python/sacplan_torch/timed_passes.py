@@ -7,24 +7,25 @@ On a CPU whose speed changes every few seconds, passes run one after the
 other can each see a different speed, and a profile that mixes them
 predicts checkpointing too dear or too cheap against a plain step; taking
 turns, every pass samples every speed its neighbours do. Each pass takes
-capture's step (capture._Step)."""
+capture's step (train_step.TrainStep)."""
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from . import distributed, rerun_timing
-from .clock import Clock
+from . import distributed, host_times, rerun_timing
 from .graph import BlockRecord
 from .memory import sync
 from .progress import Progress
 from .tracer import Tracer
 
 
-def add_samples(traces, clock: Clock, fwd_samples, bwd_samples) -> None:
-    """One step's forward and backward time per op, appended per block."""
+def add_samples(traces, clock, fwd_samples, bwd_samples) -> None:
+    """One step's forward and backward time per op, appended per block;
+    `clock` reads the spans the traces hold (Clock, KernelClock,
+    SpanClocks: the device's time)."""
     for i, trace in enumerate(traces):
         for op_id, spans in trace.fwd_spans.items():
             fwd_samples[i][op_id].append(sum(clock.ms(s) for s in spans))
@@ -37,23 +38,35 @@ class OpTimes:
     (appended to fwd_samples and bwd_samples). Collectives complete before
     they return while timed, so an all-to-all op's time is the exchange's,
     and FSDP2's all-gathers and reduce-scatters are timed per block
-    (`collectives`, None outside a process group)."""
+    (`collectives`, None outside a process group). With a host clock each
+    op's host time too (`host`, host_times.py); with kernel times (CUDA)
+    the step runs under torch.profiler, and `kernel_phase` gets the
+    device's kernel ms of each phase (forward, backward, optimizer)."""
 
     def __init__(self, s, fwd_samples, bwd_samples):
         self.s, self.fwd_samples, self.bwd_samples = s, fwd_samples, bwd_samples
         self.collectives: Optional[distributed.CollectiveSync] = (
             distributed.CollectiveSync(settle=False) if distributed.active() else None)
+        self.host = host_times.HostSamples(len(s.found)) if s.clocks.host is not None else None
+        self.kernel_phase: Dict[str, List[float]] = defaultdict(list)
 
     def step(self) -> None:
         s = self.s
-        timer = Tracer(s.found, s.resident, s.clock, structure=False)
+        clock, kernels = host_times.pass_clock(s.clocks)
+        timer = Tracer(s.found, s.resident, clock, structure=False)
         try:
             if self.collectives is not None:
                 self.collectives.__enter__()
             try:
-                with timer:
-                    loss = s.loss()
-                s.finish(loss)
+                with host_times.profiling(kernels):
+                    with host_times.phase(kernels, "forward"), timer:
+                        loss = s.loss()
+                    with host_times.phase(kernels, "backward"):
+                        loss.backward()
+                    with host_times.phase(kernels, "optimizer"):
+                        if s.optimizer is not None:
+                            s.optimizer.step()
+                    s.model.zero_grad(set_to_none=True)
             finally:
                 if self.collectives is not None:
                     self.collectives.__exit__(None, None, None)
@@ -61,7 +74,12 @@ class OpTimes:
             sync(s.device)
         finally:
             timer.remove()
-        add_samples(timer.traces, s.clock, self.fwd_samples, self.bwd_samples)
+        add_samples(timer.traces, clock, self.fwd_samples, self.bwd_samples)
+        if self.host is not None:
+            self.host.add(timer.traces, clock)
+        if kernels is not None:
+            for name in ("forward", "backward", "optimizer"):
+                self.kernel_phase[name].append(kernels.phase_ms(name))
 
 
 class PlainSteps:
@@ -70,10 +88,11 @@ class PlainSteps:
     mode in the way (process CPU time on CPU, wall time after a synchronize
     on GPU)."""
 
-    def __init__(self, s):
+    def __init__(self, s, host: Optional[host_times.HostSamples] = None):
         self.s = s
         self.phase = defaultdict(list)
         self.block_ms: List[List[float]] = [[] for _ in s.found]
+        self.host = host
 
     def step(self) -> None:
         s = self.s
@@ -81,10 +100,15 @@ class PlainSteps:
         handles = []
         for i, (_, module) in enumerate(s.found):
             def pre(module, args, i=i):
-                starts[i] = s.tick()
+                starts[i] = s.tick(), s.host_now()
 
             def post(module, args, output, i=i):
-                self.block_ms[i].append((s.tick() - starts[i]) * 1e3)
+                # The host's time issuing the block: up to its return,
+                # before the synchronize.
+                issued = s.host_now()
+                self.block_ms[i].append((s.tick() - starts[i][0]) * 1e3)
+                if self.host is not None:
+                    self.host.block_ms[i].append((issued - starts[i][1]) * 1e3)
 
             handles.append(module.register_forward_pre_hook(pre))
             handles.append(module.register_forward_hook(post))

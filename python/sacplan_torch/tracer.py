@@ -18,6 +18,7 @@ from .backward_timing import BackwardTimer
 from .clock import Clock
 from .errors import SacplanError
 from .graph import OpRecord, TensorRecord, dtype_name, op_kind
+from . import sync_ops
 from .memory import AllocationLog
 from .naming import (OpNamer, aten_name, autocast_cast_dtypes, autocast_dtype_of,
                      is_autocast_cached, is_collective, is_named, is_random)
@@ -213,9 +214,14 @@ class Tracer(TorchDispatchMode):
         in_keys = {storage_key(t) for t in ins}
         written = {storage_key(t) for t in written_args(func, args, kwargs)}
         fresh = fresh_outputs(out, in_keys, written, self.resident, trace.param_keys)
+        # A syncing call that makes no op (.item() returns a number) makes
+        # the host wait where it is issued: after the op issued last.
+        syncs = sync_ops.syncs(func, args, kwargs, out)
         if not fresh:
             if node_seq is not None:
                 trace.op_of_node[node_seq] = None
+            if syncs and trace.ops:
+                trace.ops[-1].syncs = True
             return
         # An autograd-aware collective (all_to_all_single_autograd) runs
         # inside its autograd Function's forward, where grad mode is off;
@@ -226,7 +232,8 @@ class Tracer(TorchDispatchMode):
                       inputs=[], outputs=[], collective=is_collective(func),
                       random=is_random(func, args, kwargs),
                       autocast_cached=is_autocast_cached(func, args, out,
-                                                         trace.autocast_dtypes))
+                                                         trace.autocast_dtypes),
+                      syncs=syncs)
         op_index = len(trace.ops)
         for t in ins:
             key = storage_key(t)
