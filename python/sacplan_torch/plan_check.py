@@ -120,10 +120,10 @@ class _Check:
 
     # -- rank 0: which plans to measure ---------------------------------
     def first_candidates(self, plan: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-        """The plan, the fastest preset that fits the budget, and presets
-        predicted within STEP_TIME_ERROR of the plan (nearest first), at
-        most MAX_MEASURED in all; a preset that makes the blocks do what
-        the plan does is not measured twice."""
+        """The plan, the fastest preset that fits the budget (other than
+        one that makes the blocks do what the plan does: that is the plan),
+        and the presets predicted within STEP_TIME_ERROR of the plan,
+        fastest first, MAX_MEASURED plans in all."""
         presets = []
         for name in PRESETS:
             try:
@@ -138,12 +138,12 @@ class _Check:
         chosen = {PLAN: plan}
         seen = {_decisions_key(plan)}
         limit = plan["predicted"]["step_ms"] * (1 + STEP_TIME_ERROR)
-        for i, (step_ms, name, preset) in enumerate(presets):
+        for step_ms, name, preset in presets:
             if len(chosen) == MAX_MEASURED:
                 break
             key = _decisions_key(preset)
             # The fastest preset always; the others when near the plan.
-            if key not in seen and (i == 0 or step_ms <= limit):
+            if key not in seen and (len(chosen) == 1 or step_ms <= limit):
                 chosen[name] = preset
                 seen.add(key)
         if not self.budget_bytes:  # no preset planned: the plan's own budget
@@ -151,14 +151,15 @@ class _Check:
         return chosen
 
     def replan(self, round_index: int) -> Optional[Dict[str, Dict[str, Any]]]:
-        """A plan for a budget lowered by the last plan's overshoot, or
-        None when it fits or no plan fits the lower budget."""
+        """A plan whose predicted peak is the last plan's less its overshoot
+        (what the prediction must say for the step to fit, were its error
+        the same), or None when the last plan fits, or no new plan fits
+        the lower budget."""
         last = PLAN if round_index == 0 else f"re-plan {round_index}"
         measured = self.measured[last]
         if measured.fits:
             return None
-        overshoot = measured.peak_bytes - self.budget_bytes
-        lower = int(self.plans[last]["budget_bytes"]) - overshoot
+        lower = measured.predicted_peak_bytes - (measured.peak_bytes - self.budget_bytes)
         if lower <= 0:
             return None
         try:
@@ -166,6 +167,8 @@ class _Check:
                                 budget_kind=self.budget_kind, host_budget=self.host_budget)
         except SacplanError:
             return None
+        if _decisions_key(plan) in {_decisions_key(p) for p in self.plans.values()}:
+            return None  # measured already
         return {f"re-plan {round_index + 1}": plan}
 
     def record(self, plans: Dict[str, Dict[str, Any]],
