@@ -161,7 +161,8 @@ def test_a_plan_measured_over_the_budget_is_planned_again_lower():
     assert not measured[plan_check.PLAN].fits
     assert measured[plan_check.PLAN].peak_bytes > budget
     assert "re-plan 1" in measured and measured["re-plan 1"].fits
-    assert measured["re-plan 1"].predicted_peak_bytes < measured[plan_check.PLAN].predicted_peak_bytes
+    assert (measured["re-plan 1"].predicted_peak_bytes
+            < measured[plan_check.PLAN].predicted_peak_bytes)
     assert checked.chosen != plan_check.PLAN
     assert measured[checked.chosen].peak_bytes <= budget
 
