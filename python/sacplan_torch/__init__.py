@@ -1,6 +1,7 @@
 """sacplan_torch: the bridge between PyTorch trainers and the sacplan planner.
 
-- auto_checkpoint(): capture, plan for a budget and apply, in one call
+- auto_checkpoint(): capture, plan for a budget, check the plan by
+  measurement against the presets that fit, and apply, in one call
 - capture(): one real training step of your nn.Module -> profile.json
 - apply_plan(): plan.json -> selective activation checkpointing of your blocks
 - measure_peak(): the exact peak memory of a training step
@@ -17,10 +18,11 @@ from .capture import capture
 from .errors import SacplanError
 from .explain import Explanation, OpDecision, explain
 from .memory import Measurement, measure_peak
+from .plan_check import MeasuredPlan
 from .planner import compare, frontier, plan, simulate
 from .setup_spec import Setup, as_dtype, load_setup
 
 __all__ = ["AppliedPlan", "apply_plan", "AutoCheckpoint", "auto_checkpoint", "BlockDecision",
            "explain", "Explanation", "OpDecision", "capture", "compare", "find_blocks", "frontier",
-           "Measurement", "measure_peak", "plan", "SacplanError", "Setup", "simulate", "as_dtype",
-           "load_setup"]
+           "Measurement", "MeasuredPlan", "measure_peak", "plan", "SacplanError", "Setup",
+           "simulate", "as_dtype", "load_setup"]

@@ -23,12 +23,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import model_state, planner
+from . import model_state, plan_check, planner
 from .apply import AppliedPlan, apply_plan
 from .blocks import BlockSpec, find_blocks
 from .capture import capture
+from .distributed import from_rank0
 from .errors import SacplanError
 from .json_io import write_json_atomically
+from .plan_check import MeasuredPlan
 from .plan_doc import model_fingerprint
 from .step_adapters import as_step
 
@@ -76,6 +78,11 @@ class AutoCheckpoint:
     profile_path: Optional[str] = None
     cache_key: Optional[str] = None
     notes: List[str] = field(default_factory=list)
+    # The plans the measured check timed (plan_check.check), by name, and
+    # the one kept: "plan", a preset's name or "re-plan N". Empty and None
+    # when the check was off or the plan came from cache_dir.
+    measured: Dict[str, MeasuredPlan] = field(default_factory=dict)
+    chosen: Optional[str] = None
 
     def remove(self) -> None:
         self.applied.remove()
@@ -138,21 +145,13 @@ def _decisions(plan: Dict[str, Any], found, profile: Dict[str, Any]) -> List[Blo
     return out
 
 
-def _broadcast(obj, rank: int):
-    """rank 0's object on every rank (the object as is without a group)."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
-        return obj
-    box = [obj if rank == 0 else None]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: BlockSpec,
                     optimizer: Optional[torch.optim.Optimizer] = None,
                     semantics: str = "torch-sac", budget_kind: str = "allocated",
                     cache_dir: Optional[str] = None, name: Optional[str] = None,
                     warmup: int = 1, repeats: int = 3, host_budget: Union[int, str] = 0,
-                    host_link: Optional[Dict[str, float]] = None) -> AutoCheckpoint:
+                    host_link: Optional[Dict[str, float]] = None,
+                    measure_steps: int = 2) -> AutoCheckpoint:
     """Captures `model` (real training steps: warmup + 2 + 4 * repeats and
     two more, see capture), plans the fastest checkpointing whose simulated
     peak fits `budget` (bytes, or "70GB"), and applies it. The model, the
@@ -168,7 +167,22 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     commands, whose default offloads wherever the profile has a host link,
     this call offloads only when asked: its CUDA copies have not yet run on
     a GPU (scripts/gpu-check.sh checks them).
+
+    Before applying, the plan is checked by measurement (plan_check): it,
+    the fastest preset that fits the budget and presets predicted within
+    the bridge's step-time error of it train in turns, 1 warm-up step, on
+    CPU 1 metered step, and `measure_steps` timed steps each (at most 3
+    plans, and 2 re-plans for a plan measured over the budget), and the
+    fastest as measured within the budget is applied (`measured`, `chosen`
+    and a line in `notes` say what was measured). `measure_steps=0` turns
+    the check off. A plan read from `cache_dir` is the one kept when it was
+    made, and is not measured again. No measured plan within the budget
+    raises SacplanError naming the measured peaks and the budget.
     """
+    if isinstance(measure_steps, bool) or not isinstance(measure_steps, int) \
+            or measure_steps < 0:
+        raise SacplanError(f"measure_steps: expected an int >= 0 (0: no measured check), "
+                           f"not {measure_steps!r}")
     found = find_blocks(model, blocks)
     rank = dist.get_rank() if dist.is_initialized() else 0
     profile_name = name or type(model).__name__
@@ -189,9 +203,9 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
         profile = capture(model, step, blocks=found_spec(found), optimizer=optimizer,
                           path=profile_path, name=profile_name, warmup=warmup, repeats=repeats,
                           host_link=host_link)
-    plan = None
+    plan = from_cache = plan_path = None
+    document = _as_document(profile)
     if rank == 0:
-        plan_path = None
         if key is not None:
             budget_tag = hashlib.sha256(
                 f"{budget}|{semantics}|{budget_kind}|{host_budget}".encode()).hexdigest()
@@ -199,23 +213,34 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
         if plan_path is not None and not captured and os.path.isfile(plan_path):
             with open(plan_path, encoding="utf-8") as f:
                 plan = json.load(f)
-            notes.append(f"plan from {plan_path}")
+            notes.append(f"plan from {plan_path}, not measured again")
+            from_cache = True
         else:
             plan = _plan_with_margin(profile, budget, semantics, budget_kind, host_budget,
                                      notes)
-            if plan_path is not None:
-                write_json_atomically(plan, plan_path)
-    plan = _broadcast(plan, rank)
+    plan, from_cache = from_rank0((plan, from_cache), rank)
+    checked = None
+    if measure_steps and not from_cache:
+        checked = plan_check.check(model, step, optimizer, found_spec(found),
+                                   document, plan, model_name=profile_name,
+                                   budget=budget, semantics=semantics, budget_kind=budget_kind,
+                                   host_budget=host_budget, steps=measure_steps)
+        plan = checked.plan
+        notes.append(checked.line)
+    if rank == 0 and plan_path is not None and not from_cache:
+        write_json_atomically(plan, plan_path)
     applied = apply_plan(model, plan, blocks=found_spec(found), model_name=profile_name,
                          profile=profile)
-    applied.profile = _as_document(profile)
+    applied.profile = document
     predicted = plan.get("predicted", {})
     return AutoCheckpoint(plan=plan, applied=applied,
                           predicted_peak_bytes=int(predicted.get("peak_bytes", 0)),
                           predicted_step_ms=float(predicted.get("step_ms", 0.0)),
                           decisions=_decisions(plan, found, applied.profile),
                           captured=captured,
-                          profile_path=profile_path, cache_key=key, notes=notes)
+                          profile_path=profile_path, cache_key=key, notes=notes,
+                          measured=checked.measured if checked else {},
+                          chosen=checked.chosen if checked else None)
 
 
 def _plan_with_margin(profile, budget, semantics: str, budget_kind: str, host_budget,

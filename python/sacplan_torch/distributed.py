@@ -47,6 +47,16 @@ def active() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
+def from_rank0(obj, rank: int):
+    """rank 0's object on every rank (the object as is without a group of
+    several ranks)."""
+    if not (active() and torch.distributed.get_world_size() > 1):
+        return obj
+    box = [obj if rank == 0 else None]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def local(t: torch.Tensor) -> torch.Tensor:
     """This rank's shard of a DTensor (FSDP2's sharded parameters and the
     optimizer state over them); any other tensor as it is."""
