@@ -11,6 +11,11 @@ before) and trains a few steps under it. Writes OUT/bridge.json: per plan, the p
 allocated peak, reserved peak and step time beside the measured
 max_memory_allocated, max_memory_reserved and CUDA step time, and for the
 offload plan the host bytes it held against the predicted host peak.
+Last, in a fresh process, `auto_checkpoint` at the optimal plan's budget
+with its measured check on: under "auto", which plan it kept, what it
+measured for each plan it tried, and the kept plan trained like the others
+(the kept plan must not be measurably slower than the fastest preset that
+fits).
 
     python3 scripts/gpu_bridge_check.py --sacplan build/cli/sacplan \
         --out out/gpu-check [--setup FILE.py:FUNCTION] [--arg KEY=VALUE ...]
@@ -68,6 +73,27 @@ def measure(ns, plan_path: str) -> dict:
     return {"measured": measured, "first_loss": result.losses[0]}
 
 
+def measure_auto(ns, budget: int) -> dict:
+    """auto_checkpoint on a fresh model at `budget`, its measured check on,
+    then its kept plan trained as measure() trains the others."""
+    setup = load_setup(ns.setup, **ns.kwargs)
+    optimizer = setup.make_optimizer(setup.model) if setup.make_optimizer else None
+    start = time.perf_counter()
+    result = sacplan_torch.auto_checkpoint(setup.model, setup.step, budget, blocks=setup.blocks,
+                                           optimizer=optimizer, name=setup.name)
+    auto_s = time.perf_counter() - start
+    if ns.device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    run = sacplan_torch.measure_peak(setup.model, setup.step, optimizer=optimizer,
+                                     steps=ns.steps)
+    return {"chosen": result.chosen, "notes": result.notes, "auto_s": auto_s,
+            "checked": {name: vars(m) for name, m in (result.measured or {}).items()},
+            "predicted": {"peak_bytes": result.predicted_peak_bytes,
+                          "step_ms": result.predicted_step_ms},
+            "measured": {"peak_bytes": run.peak_bytes, "step_ms": run.step_ms}}
+
+
 def measure_in_child(argv, plan_path: str) -> dict:
     """measure() in a fresh python3 process; its result comes back as JSON."""
     result_path = plan_path + ".measured.json"
@@ -95,6 +121,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--cpu-host-link", type=float, metavar="GBPS",
                         help="on CPU, the host link (GB/s each way) to plan offload over")
+    parser.add_argument("--auto-budget", type=int, help=argparse.SUPPRESS)  # the auto child
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # the child's plan.json
     parser.add_argument("--result", help=argparse.SUPPRESS)   # where the child writes
     ns = parser.parse_args(argv)
@@ -103,6 +130,10 @@ def main(argv=None) -> int:
     if ns.measure:
         with open(ns.result, "w") as f:
             json.dump(measure(ns, ns.measure), f)
+        return 0
+    if ns.auto_budget:
+        with open(ns.result, "w") as f:
+            json.dump(measure_auto(ns, ns.auto_budget), f)
         return 0
     os.makedirs(ns.out, exist_ok=True)
     profile = os.path.join(ns.out, "bridge_profile.json")
@@ -160,6 +191,16 @@ def main(argv=None) -> int:
                  else "n/a")
               + f"  step {entry['measured']['step_ms']:8.2f} ms ({err['step_ms']:+.2%})",
               flush=True)
+    result_path = os.path.join(ns.out, "bridge_auto.json")
+    subprocess.run([sys.executable, os.path.abspath(__file__), *own_argv, "--auto-budget",
+                    str(budget), "--result", result_path], check=True)
+    with open(result_path) as f:
+        report["auto"] = json.load(f)
+    with open(os.path.join(ns.out, "bridge.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    auto = report["auto"]
+    print(f"bridge auto      kept {auto['chosen']}: step {auto['measured']['step_ms']:8.2f} ms; "
+          + "; ".join(auto["notes"][-1:]), flush=True)
     return 0
 
 

@@ -211,6 +211,9 @@ def print_table(summary):
     for example in ("bridge", "bridge_moe"):
         for name, b in (summary[example] or {}).get("plans", {}).items():
             print(f"  {example} {name:9s} {figures_text(b)}")
+        auto = (summary[example] or {}).get("auto")
+        if auto:
+            print(f"  {example} auto: kept {auto['chosen']}; " + "; ".join(auto["notes"][-1:]))
     failed = [n for n, s in summary["steps"].items() if s["status"] == "failed"]
     if failed:
         print(f"  failed: {', '.join(failed)}")

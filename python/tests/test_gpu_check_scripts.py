@@ -98,3 +98,11 @@ def test_bridge_check_on_the_cpu(tmp_path):
     assert plans["optimal"]["predicted"]["peak_bytes"] <= budget
     # Plans change memory, not what the step computes.
     assert len({entry["first_loss"] for entry in plans.values()}) == 1
+    # auto_checkpoint at the optimal budget kept the fastest plan it
+    # measured within the budget, and that plan trains within it.
+    auto = report["auto"]
+    checked = auto["checked"]
+    assert auto["chosen"] in checked and len(checked) >= 2, auto
+    fitting = [m["step_ms"] for m in checked.values() if m["fits"]]
+    assert checked[auto["chosen"]]["step_ms"] == min(fitting), auto
+    assert auto["measured"]["peak_bytes"] <= budget, auto
