@@ -238,6 +238,8 @@ absl::Status ValidateBlock(const Block& block) {
                  absl::StrCat("op '", op.id,
                               "': times, flops and bytes must be finite and >= 0"));
     }
+    RETURN_IF_ERROR(
+        ValidateHostTimes(op.host, absl::StrCat("blocks[", block.index, "]", where, ".host")));
     if (op.workspace_bytes < 0 || op.bwd_workspace_bytes < 0 ||
         op.param_bytes < 0) {
       return Bad(block, where,
@@ -356,6 +358,7 @@ absl::Status ValidateModel(const Model& model) {
     return absl::InvalidArgumentError(
         "device.host_link: d2h_gbps and h2d_gbps must both be > 0 (a link) or both 0 (none)");
   }
+  RETURN_IF_ERROR(ValidateHostTimes(f.host, "fixed.host"));
   return CheckTotals(model);
 }
 
@@ -390,7 +393,8 @@ bool SameOpTimes(const Op& a, const Op& b) {
          a.checkpointed_fwd_ms == b.checkpointed_fwd_ms &&
          a.saved_fwd_ms == b.saved_fwd_ms &&
          a.checkpointed_bwd_ms == b.checkpointed_bwd_ms &&
-         a.recompute_ms == b.recompute_ms && a.replay_ms == b.replay_ms;
+         a.recompute_ms == b.recompute_ms && a.replay_ms == b.replay_ms &&
+         a.host == b.host && a.syncs == b.syncs;
 }
 
 }  // namespace
