@@ -272,6 +272,9 @@ absl::Status CheckTotals(const Model& model) {
       total_ms += op.fwd_ms + op.bwd_ms + op.checkpointed_fwd_ms.value_or(0) +
                   op.saved_fwd_ms.value_or(0) + op.checkpointed_bwd_ms.value_or(0) +
                   op.recompute_ms.value_or(0) + op.replay_ms.value_or(0);
+      const ResolvedHostTimes h = Resolve(op.host);
+      total_ms += h.fwd_ms + h.bwd_ms + h.checkpointed_fwd_ms + h.saved_fwd_ms +
+                  h.checkpointed_bwd_ms + h.recompute_ms + h.replay_ms;
     }
     add(block.fsdp.unsharded_param_bytes);
     add(block.fsdp.sharded_grad_bytes);
@@ -294,7 +297,8 @@ absl::Status CheckTotals(const Model& model) {
         "); a step's memory could not be counted in int64"));
   }
   if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms +
-                     f.step_overhead_ms)) {
+                     f.step_overhead_ms + f.host.head_fwd_ms + f.host.head_bwd_ms +
+                     f.host.optimizer_ms)) {
     return absl::InvalidArgumentError(
         "the model's op times add up to more than a double holds");
   }

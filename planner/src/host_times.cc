@@ -11,19 +11,15 @@ namespace {
 
 using json_reader::json;
 
-// Each key of the op's host object with its field, in the profile's order.
-std::pair<const char*, std::optional<double>*> OpKey(OpHostTimes& host, int i) {
-  switch (i) {
-    case 0: return {"fwd_ms", &host.fwd_ms};
-    case 1: return {"bwd_ms", &host.bwd_ms};
-    case 2: return {"checkpointed_fwd_ms", &host.checkpointed_fwd_ms};
-    case 3: return {"saved_fwd_ms", &host.saved_fwd_ms};
-    case 4: return {"checkpointed_bwd_ms", &host.checkpointed_bwd_ms};
-    case 5: return {"recompute_ms", &host.recompute_ms};
-    default: return {"replay_ms", &host.replay_ms};
-  }
-}
-constexpr int kOpKeyCount = 7;
+// Each key of the op's host object and its field, in the profile's order.
+constexpr std::pair<const char*, std::optional<double> OpHostTimes::*> kOpKeys[] = {
+    {"fwd_ms", &OpHostTimes::fwd_ms},
+    {"bwd_ms", &OpHostTimes::bwd_ms},
+    {"checkpointed_fwd_ms", &OpHostTimes::checkpointed_fwd_ms},
+    {"saved_fwd_ms", &OpHostTimes::saved_fwd_ms},
+    {"checkpointed_bwd_ms", &OpHostTimes::checkpointed_bwd_ms},
+    {"recompute_ms", &OpHostTimes::recompute_ms},
+    {"replay_ms", &OpHostTimes::replay_ms}};
 
 absl::Status CheckTime(double ms, const std::string& path, const char* key) {
   // Written so that NaN fails too.
@@ -47,10 +43,8 @@ ResolvedHostTimes Resolve(const OpHostTimes& host) {
 }
 
 absl::Status ValidateHostTimes(const OpHostTimes& host, const std::string& path) {
-  OpHostTimes copy = host;
-  for (int i = 0; i < kOpKeyCount; ++i) {
-    const auto [key, field] = OpKey(copy, i);
-    if (field->has_value()) RETURN_IF_ERROR(CheckTime(**field, path, key));
+  for (const auto& [key, field] : kOpKeys) {
+    if ((host.*field).has_value()) RETURN_IF_ERROR(CheckTime(*(host.*field), path, key));
   }
   return absl::OkStatus();
 }
@@ -67,13 +61,12 @@ absl::Status ReadOpHostTimes(const json& op_json, const std::string& path, Op& o
   if (host == nullptr) return absl::OkStatus();
   const std::string hpath = path + ".host";
   RETURN_IF_ERROR(json_reader::RequireObject(*host, hpath));
-  for (int i = 0; i < kOpKeyCount; ++i) {
-    const auto [key, field] = OpKey(op.host, i);
+  for (const auto& [key, field] : kOpKeys) {
     if (json_reader::Find(*host, key) == nullptr) continue;
     double ms = 0;
     RETURN_IF_ERROR(
         json_reader::ReadNumber(*host, key, hpath, true, ms, json_reader::kTimeRange));
-    *field = ms;
+    op.host.*field = ms;
   }
   return absl::OkStatus();
 }
@@ -82,10 +75,8 @@ void OpHostTimesToJson(const Op& op, json& doc) {
   if (op.syncs) doc["syncs"] = true;
   if (op.host.empty()) return;
   json host = json::object();
-  OpHostTimes copy = op.host;
-  for (int i = 0; i < kOpKeyCount; ++i) {
-    const auto [key, field] = OpKey(copy, i);
-    if (field->has_value()) host[key] = **field;
+  for (const auto& [key, field] : kOpKeys) {
+    if ((op.host.*field).has_value()) host[key] = *(op.host.*field);
   }
   doc["host"] = std::move(host);
 }
