@@ -76,6 +76,9 @@ absl::StatusOr<BlockAnalysis> AnalyzeBlock(const Block& block) {
         std::max(op.checkpointed_bwd_ms.value_or(op.bwd_ms) - op.bwd_ms, 0.0);
     node.recompute_ms = op.recompute_ms.value_or(op.fwd_ms);
     node.replay_ms = op.replay_ms.value_or(0.0);
+    node.host = Resolve(op.host);
+    node.syncs = op.syncs;
+    a.has_host_times = a.has_host_times || op.syncs || !op.host.empty();
     node.bwd_ms = op.bwd_ms;
     node.workspace_bytes = op.workspace_bytes;
     node.bwd_workspace_bytes = op.bwd_workspace_bytes;

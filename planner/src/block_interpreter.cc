@@ -61,10 +61,12 @@ std::vector<BufferId> BlockInterpreter::Forward(const std::vector<BufferId>& car
           block_.tensors[out].bytes);
     }
     RunOp(Phase::kForward, step.op, op.workspace_bytes, op.fwd_ms);
+    if (timeline_) timeline_->Forward(static_cast<int>(k));
     for (int t : step.free_after) FreeActivation(t);
     ForwardCopies(static_cast<int>(k));
   }
   clock_ms_ += schedule_.offload.forward_wait_ms;
+  if (timeline_) timeline_->timelines().DeviceWait(schedule_.offload.forward_wait_ms);
   if (early_forward_peak_bytes_ < 0) early_forward_peak_bytes_ = tracker_.peak_bytes();
   std::vector<BufferId> outputs;
   for (int t : block_.outputs) outputs.push_back(activations_[t]);
@@ -109,6 +111,7 @@ std::vector<BufferId> BlockInterpreter::Backward(const std::vector<BufferId>& ou
     } else {
       BackwardOp(step);
     }
+    if (timeline_) timeline_->Backward(static_cast<int>(s));
     for (int t : step.free_after) FreeActivation(t);
   }
   const GradientLists& lists = schedule_.grads;
@@ -190,12 +193,16 @@ void BlockInterpreter::Prefetch(int s) {
     activations_[copy.tensor] = tracker_.Alloc(MemoryCategory::kKept, copy.bytes);
   }
   clock_ms_ += schedule_.offload.backward_wait_ms[s];
+  if (timeline_) timeline_->timelines().DeviceWait(schedule_.offload.backward_wait_ms[s]);
 }
 
 void BlockInterpreter::SpillFrees(int k) {
   const std::vector<OffloadCopy>& copies = schedule_.offload.copies;
   const int trigger = schedule_.offload.spill_trigger;
-  if (k == trigger) clock_ms_ += schedule_.offload.spill_wait_ms;
+  if (k == trigger) {
+    clock_ms_ += schedule_.offload.spill_wait_ms;
+    if (timeline_) timeline_->timelines().DeviceWait(schedule_.offload.spill_wait_ms);
+  }
   for (; spill_freed_ < spill_order_.size() &&
          (k >= trigger || copies[spill_order_[spill_freed_]].freed_before_next <= k);
        ++spill_freed_) {

@@ -4,11 +4,13 @@
 #ifndef SACPLAN_PLANNER_SRC_BLOCK_INTERPRETER_H_
 #define SACPLAN_PLANNER_SRC_BLOCK_INTERPRETER_H_
 
+#include <optional>
 #include <vector>
 
 #include "sacplan/planner/block_analysis.h"
 #include "sacplan/planner/memory_tracker.h"
 #include "sacplan/planner/schedule.h"
+#include "two_timelines.h"
 
 namespace sacplan {
 
@@ -70,6 +72,9 @@ class BlockInterpreter {
   int64_t early_forward_peak_bytes() const { return early_forward_peak_bytes_; }
   int64_t tail_backward_peak_bytes() const { return tail_backward_peak_bytes_; }
   int64_t before_tail_peak_bytes() const { return before_tail_peak_bytes_; }
+  // Feeds every step it runs, and every wait for offload's copies, to
+  // `timelines` (not owned; must outlive it), in the order it runs them.
+  void set_timelines(TwoTimelines* timelines) { timeline_.emplace(block_, schedule_, *timelines); }
   // The step's clock as Forward and Backward started.
   double forward_start_ms() const { return forward_start_ms_; }
   double backward_start_ms() const { return backward_start_ms_; }
@@ -107,6 +112,7 @@ class BlockInterpreter {
   std::vector<int> spill_order_;  // spilled copies by freed_before_next
   size_t spill_freed_ = 0;
   BlockInterpreter* block_before_ = nullptr;
+  std::optional<BlockTimeline> timeline_;
   bool measure_windows_ = false;
   int64_t early_forward_peak_bytes_ = 0;
   int64_t tail_backward_peak_bytes_ = 0;

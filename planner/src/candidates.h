@@ -25,10 +25,11 @@ struct BlockCandidate {
   OffloadMask offload;  // the kept tensors it sends to the host; empty: none
 };
 
-// What the solver minimises per block: the time the plan adds, recompute
-// and compute waiting for offload's copies.
+// What the solver minimises per block: the time the plan adds, recompute,
+// compute waiting for offload's copies, and the device waiting for the
+// host (the block alone on two timelines; 0 without host times).
 inline double CandidateMs(const BlockCost& cost) {
-  return cost.recompute_ms + cost.exposed_copy_ms;
+  return cost.recompute_ms + cost.exposed_copy_ms + cost.host_wait_ms;
 }
 
 // Offload as a third choice (docs/memory_model.md, "Offload" and

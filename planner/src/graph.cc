@@ -238,6 +238,8 @@ absl::Status ValidateBlock(const Block& block) {
                  absl::StrCat("op '", op.id,
                               "': times, flops and bytes must be finite and >= 0"));
     }
+    RETURN_IF_ERROR(
+        ValidateHostTimes(op.host, absl::StrCat("blocks[", block.index, "]", where, ".host")));
     if (op.workspace_bytes < 0 || op.bwd_workspace_bytes < 0 ||
         op.param_bytes < 0) {
       return Bad(block, where,
@@ -270,6 +272,9 @@ absl::Status CheckTotals(const Model& model) {
       total_ms += op.fwd_ms + op.bwd_ms + op.checkpointed_fwd_ms.value_or(0) +
                   op.saved_fwd_ms.value_or(0) + op.checkpointed_bwd_ms.value_or(0) +
                   op.recompute_ms.value_or(0) + op.replay_ms.value_or(0);
+      const ResolvedHostTimes h = Resolve(op.host);
+      total_ms += h.fwd_ms + h.bwd_ms + h.checkpointed_fwd_ms + h.saved_fwd_ms +
+                  h.checkpointed_bwd_ms + h.recompute_ms + h.replay_ms;
     }
     add(block.fsdp.unsharded_param_bytes);
     add(block.fsdp.sharded_grad_bytes);
@@ -292,7 +297,8 @@ absl::Status CheckTotals(const Model& model) {
         "); a step's memory could not be counted in int64"));
   }
   if (!std::isfinite(total_ms + f.head_fwd_ms + f.head_bwd_ms + f.optimizer_ms +
-                     f.step_overhead_ms)) {
+                     f.step_overhead_ms + f.host.head_fwd_ms + f.host.head_bwd_ms +
+                     f.host.optimizer_ms)) {
     return absl::InvalidArgumentError(
         "the model's op times add up to more than a double holds");
   }
@@ -356,6 +362,7 @@ absl::Status ValidateModel(const Model& model) {
     return absl::InvalidArgumentError(
         "device.host_link: d2h_gbps and h2d_gbps must both be > 0 (a link) or both 0 (none)");
   }
+  RETURN_IF_ERROR(ValidateHostTimes(f.host, "fixed.host"));
   return CheckTotals(model);
 }
 
@@ -390,7 +397,8 @@ bool SameOpTimes(const Op& a, const Op& b) {
          a.checkpointed_fwd_ms == b.checkpointed_fwd_ms &&
          a.saved_fwd_ms == b.saved_fwd_ms &&
          a.checkpointed_bwd_ms == b.checkpointed_bwd_ms &&
-         a.recompute_ms == b.recompute_ms && a.replay_ms == b.replay_ms;
+         a.recompute_ms == b.recompute_ms && a.replay_ms == b.replay_ms &&
+         a.host == b.host && a.syncs == b.syncs;
 }
 
 }  // namespace

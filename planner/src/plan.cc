@@ -279,10 +279,11 @@ absl::Status CheckPlanMatches(const Plan& plan, const Profile& profile) {
 }
 
 void SetPrediction(const StepResult& result, Plan& plan) {
-  plan.predicted = {result.peak_bytes, result.step_ms, result.recompute_ms};
-  plan.predicted.exposed_copy_ms = result.exposed_copy_ms;
-  plan.predicted.offloaded_bytes = result.offloaded_bytes;
-  plan.predicted.host_peak_bytes = result.host_peak_bytes;
+  plan.predicted = {.peak_bytes = result.peak_bytes, .step_ms = result.step_ms,
+                    .recompute_ms = result.recompute_ms, .exposed_copy_ms = result.exposed_copy_ms,
+                    .offloaded_bytes = result.offloaded_bytes,
+                    .host_peak_bytes = result.host_peak_bytes, .host_ms = result.host_ms,
+                    .host_wait_ms = result.host_wait_ms};
 }
 
 const char* BudgetKindName(BudgetKind kind) {
@@ -353,6 +354,11 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
     RETURN_IF_ERROR(
         json_reader::ReadInt(*predicted, "host_peak_bytes", "predicted", false,
                              plan.predicted.host_peak_bytes, json_reader::kByteRange));
+    for (auto [key, out] : {std::pair{"host_ms", &plan.predicted.host_ms},
+                            std::pair{"host_wait_ms", &plan.predicted.host_wait_ms}}) {
+      RETURN_IF_ERROR(json_reader::ReadNumber(*predicted, key, "predicted", false, *out,
+                                              json_reader::kTimeRange));
+    }
   }
   const json* blocks = json_reader::Find(doc, "blocks");
   if (blocks == nullptr) return json_reader::Error("blocks", "missing");
@@ -432,6 +438,10 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
     doc["predicted"]["exposed_copy_ms"] = plan.predicted.exposed_copy_ms;
     doc["predicted"]["offloaded_bytes"] = plan.predicted.offloaded_bytes;
     doc["predicted"]["host_peak_bytes"] = plan.predicted.host_peak_bytes;
+  }
+  if (plan.predicted.host_ms > 0) {  // a profile with host times
+    doc["predicted"]["host_ms"] = plan.predicted.host_ms;
+    doc["predicted"]["host_wait_ms"] = plan.predicted.host_wait_ms;
   }
   return doc;
 }

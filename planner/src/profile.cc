@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "host_times_json.h"
 #include "parallel_json.h"
 #include "sacplan/planner/json_reader.h"
 #include "sacplan/status_macros.h"
@@ -89,6 +90,7 @@ absl::Status ReadOp(const json& j, const std::string& path, Op& op) {
   RETURN_IF_ERROR(ReadBool(j, "never_save", path, false, op.never_save));
   RETURN_IF_ERROR(ReadBool(j, "random", path, false, op.random));
   RETURN_IF_ERROR(ReadBool(j, "autocast_cached", path, false, op.autocast_cached));
+  RETURN_IF_ERROR(ReadOpHostTimes(j, path, op));
   if (const json* grads = json_reader::Find(j, "input_grad_bytes"); grads != nullptr) {
     const std::string gpath = path + ".input_grad_bytes";
     RETURN_IF_ERROR(json_reader::RequireObject(*grads, gpath));
@@ -126,6 +128,7 @@ json OpToJson(const Op& op) {
   if (op.replay_ms) doc["replay_ms"] = *op.replay_ms;
   if (op.autocast_cached) doc["autocast_cached"] = true;
   if (!op.input_grad_bytes.empty()) doc["input_grad_bytes"] = op.input_grad_bytes;
+  OpHostTimesToJson(op, doc);
   return doc;
 }
 
@@ -208,7 +211,7 @@ absl::Status ReadFixed(const json& j, FixedMemory& f) {
   for (const auto& [key, out] : time_fields) {
     RETURN_IF_ERROR(ReadNumber(j, key, path, false, *out, kTimeRange));
   }
-  return absl::OkStatus();
+  return ReadFixedHostTimes(j, f.host);
 }
 
 }  // namespace
@@ -344,6 +347,7 @@ json ProfileToJson(const Profile& p) {
   if (f.fsdp_root_param_bytes > 0) {
     doc["fixed"]["fsdp_root_param_bytes"] = f.fsdp_root_param_bytes;
   }
+  FixedHostTimesToJson(f.host, doc["fixed"]);
   return doc;
 }
 

@@ -405,6 +405,9 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   const SaveOutcome outcome = DecideSaves(block, saved, semantics);
   schedule.kept = outcome.kept;
   schedule.holds_output = outcome.holds_output;
+  schedule.checkpointed = outcome.checkpointed;
+  schedule.saved.resize(block.ops.size());
+  for (int k = 0; k < block.op_count(); ++k) schedule.saved[k] = IsSaved(block, saved, k);
   schedule.backward.reserve(2 * block.ops.size());
   LowerForward(block, saved, outcome.checkpointed && block.last_saving_op < 0,
                semantics, schedule);

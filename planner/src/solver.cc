@@ -19,6 +19,7 @@
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
 #include "step_constants.h"
+#include "two_timelines.h"
 
 namespace sacplan {
 
@@ -66,6 +67,7 @@ struct SimulatedSaveSet {
   BlockCost cost;
   // torch-sac semantics with the block checkpointed: TorchSacCheckpointMs.
   bool torch_sac_checkpointed = false;
+  Semantics semantics = Semantics::kSacplan;  // it was simulated under
   // Otherwise the ops recomputed (RecomputedOps), whose times add up.
   std::vector<int> recomputed_ops;
 };
@@ -77,6 +79,8 @@ struct SimulatedSaveSet {
 BlockCost InTimesOf(const BlockAnalysis& block, const SaveMask& mask,
                     const SimulatedSaveSet& simulated) {
   BlockCost cost = simulated.cost;
+  cost.host_wait_ms = block.has_host_times
+      ? BlockHostWaitMs(block, LowerBlock(block, mask, simulated.semantics)) : 0;
   if (simulated.torch_sac_checkpointed) {
     cost.recompute_ms = TorchSacCheckpointMs(block, mask);
     return cost;
@@ -137,6 +141,7 @@ struct Solver::BlockClass {
     }
     SimulatedSaveSet fresh;
     fresh.cost = EvaluateBlock(*analysis, mask, semantics);
+    fresh.semantics = semantics;
     fresh.torch_sac_checkpointed =
         semantics == Semantics::kTorchSac && !EveryOpSaved(*analysis, mask);
     if (!fresh.torch_sac_checkpointed) fresh.recomputed_ops = RecomputedOps(*analysis, mask);

@@ -40,6 +40,7 @@ void StepPhases::HeadForward() {
   const BufferId fwd_only =
       tracker_.Alloc(MemoryCategory::kForwardLive, fixed.head_fwd_only_bytes);
   clock_ms_ += fixed.head_fwd_ms;
+  if (timelines_ != nullptr) timelines_->Step({fixed.host.head_fwd_ms, fixed.head_fwd_ms, false});
   tracker_.Mark({Phase::kHead, -1, "forward"}, clock_ms_);
   tracker_.Free(fwd_only);
   tracker_.Free(embedding_fwd_only_);
@@ -63,6 +64,7 @@ std::vector<BufferId> StepPhases::HeadBackward(
   shared_input_grads_ =
       tracker_.Alloc(MemoryCategory::kActivationGrads, model_.shared_input_grad_bytes);
   clock_ms_ += fixed.head_bwd_ms;
+  if (timelines_ != nullptr) timelines_->Step({fixed.host.head_bwd_ms, fixed.head_bwd_ms, false});
   tracker_.Mark({Phase::kHead, -1, "backward"}, clock_ms_);
   tracker_.Free(head_kept_);
   tracker_.Free(bwd_only);
@@ -92,6 +94,7 @@ void StepPhases::Optimizer() {
   const BufferId workspace =
       tracker_.Alloc(MemoryCategory::kWorkspace, fixed.optimizer_step_bytes);
   clock_ms_ += fixed.optimizer_ms;
+  if (timelines_ != nullptr) timelines_->Step({fixed.host.optimizer_ms, fixed.optimizer_ms, false});
   tracker_.Mark({Phase::kOptimizer, -1, ""}, clock_ms_);
   tracker_.Free(workspace);
 }

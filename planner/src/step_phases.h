@@ -9,6 +9,7 @@
 
 #include "sacplan/planner/memory_tracker.h"
 #include "sacplan/planner/simulator.h"
+#include "two_timelines.h"
 
 namespace sacplan {
 
@@ -51,11 +52,16 @@ class StepPhases {
   // their parameters' gradients, and frees them and what they saved.
   void EmbeddingBackward(const std::vector<BufferId>& first_grads);
   void Optimizer();
+  // Feeds the head's forward and backward and the optimizer step to
+  // `timelines` (not owned; must outlive the phases) with their host times
+  // (FixedMemory::host).
+  void set_timelines(TwoTimelines* timelines) { timelines_ = timelines; }
 
  private:
   const AnalyzedModel& model_;
   MemoryTracker& tracker_;
   double& clock_ms_;
+  TwoTimelines* timelines_ = nullptr;
   BufferId embedding_saved_ = -1;
   BufferId embedding_fwd_only_ = -1;
   BufferId fsdp_root_ = -1;

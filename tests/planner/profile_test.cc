@@ -150,5 +150,84 @@ TEST(ProfileTest, RejectsAMeasurementThatIsNotAnObject) {
       << read.status().message();
 }
 
+TEST(ProfileTest, HostTimesRoundTripAndAreLeftOutWithoutThem) {
+  Profile profile = ChainProfile();
+  nlohmann::json doc = ProfileToJson(profile);
+  EXPECT_FALSE(doc["blocks"][0]["ops"][0].contains("host"));
+  EXPECT_FALSE(doc["blocks"][0]["ops"][0].contains("syncs"));
+  EXPECT_FALSE(doc["fixed"].contains("host"));
+  Op& fc = profile.model.blocks[0].ops[0];
+  fc.host.fwd_ms = 0.75;
+  fc.host.recompute_ms = 1.25;
+  fc.host.replay_ms = 0;  // given as 0: kept as given
+  profile.model.blocks[1].ops[1].syncs = true;
+  profile.model.fixed.host = {0.5, 0.25, 2};
+  doc = ProfileToJson(profile);
+  EXPECT_EQ(doc["blocks"][0]["ops"][0]["host"].size(), 3u);
+  EXPECT_EQ(doc["blocks"][1]["ops"][1]["syncs"], true);
+  auto read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model.blocks[0].ops[0].host, fc.host);
+  EXPECT_FALSE(read->model.blocks[0].ops[0].host.bwd_ms.has_value());
+  EXPECT_TRUE(read->model.blocks[1].ops[1].syncs);
+  EXPECT_FALSE(read->model.blocks[1].ops[0].syncs);
+  EXPECT_EQ(read->model.fixed.host, profile.model.fixed.host);
+  EXPECT_EQ(ProfileToJson(*read), doc);
+  // Blocks that differ only in host times or syncs are not the same block.
+  EXPECT_FALSE(SameStructure(read->model.blocks[0], read->model.blocks[1]));
+  EXPECT_TRUE(SameMemoryStructure(read->model.blocks[0], read->model.blocks[1]));
+}
+
+TEST(ProfileTest, HostTimesDefaultAsTheSpecSays) {
+  OpHostTimes host;
+  host.fwd_ms = 2;
+  host.bwd_ms = 3;
+  ResolvedHostTimes r = Resolve(host);
+  EXPECT_EQ(r.checkpointed_fwd_ms, 2);
+  EXPECT_EQ(r.saved_fwd_ms, 2);
+  EXPECT_EQ(r.checkpointed_bwd_ms, 3);
+  EXPECT_EQ(r.recompute_ms, 2);
+  EXPECT_EQ(r.replay_ms, 0);
+  host.checkpointed_fwd_ms = 5;
+  r = Resolve(host);
+  EXPECT_EQ(r.saved_fwd_ms, 5);  // saved follows checkpointed
+  EXPECT_EQ(r.recompute_ms, 2);  // recompute follows fwd
+  r = Resolve(OpHostTimes());
+  EXPECT_EQ(r.fwd_ms + r.bwd_ms + r.saved_fwd_ms + r.recompute_ms, 0);
+}
+
+TEST(ProfileTest, RefusesMalformedHostTimesNamingTheField) {
+  const nlohmann::json good = ProfileToJson(ChainProfile());
+  struct Case {
+    const char* pointer;  // where the bad value goes
+    nlohmann::json value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"/blocks/1/ops/2/host/fwd_ms", -1, "blocks[1].ops[2].host.fwd_ms"},
+      {"/blocks/0/ops/0/host/replay_ms", "fast", "blocks[0].ops[0].host.replay_ms"},
+      {"/blocks/0/ops/0/host", 3, "blocks[0].ops[0].host"},
+      {"/blocks/0/ops/1/syncs", "yes", "blocks[0].ops[1].syncs"},
+      {"/fixed/host/optimizer_ms", -0.5, "fixed.host.optimizer_ms"},
+      {"/fixed/host/head_fwd_ms", "1", "fixed.host.head_fwd_ms"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json doc = good;
+    doc[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    const auto read = ProfileFromJson(doc);
+    ASSERT_FALSE(read.ok()) << c.pointer;
+    EXPECT_NE(read.status().message().find(c.says), std::string::npos) << read.status();
+  }
+  // A model built in code is checked too.
+  Model model = testing::ChainModel(2);
+  model.blocks[1].ops[2].host.bwd_ms = std::numeric_limits<double>::quiet_NaN();
+  const absl::Status status = ValidateModel(model);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("blocks[1].ops[2].host.bwd_ms"), std::string::npos) << status;
+  model.blocks[1].ops[2].host.bwd_ms = 0;
+  model.fixed.host.head_bwd_ms = -1;
+  EXPECT_NE(ValidateModel(model).message().find("fixed.host.head_bwd_ms"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sacplan

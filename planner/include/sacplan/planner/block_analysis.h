@@ -51,6 +51,10 @@ struct OpNode {
   double checkpointed_bwd_extra_ms = 0;
   double recompute_ms = 0;
   double replay_ms = 0;
+  // Host times of its steps, defaults resolved (Op::host), and whether the
+  // host waits for the device after issuing it (Op::syncs).
+  ResolvedHostTimes host;
+  bool syncs = false;
   int64_t workspace_bytes = 0;
   int64_t bwd_workspace_bytes = 0;
   int64_t param_bytes = 0;
@@ -99,6 +103,9 @@ struct BlockAnalysis {
   int64_t param_bytes = 0;          // sum of op param_bytes
   double fwd_ms = 0;                // sum of op forward times
   double bwd_ms = 0;                // sum of op backward times
+  // Some op has a host time or syncs: its steps' host timeline may pace
+  // the device (docs/memory_model.md, "Two timelines").
+  bool has_host_times = false;
   // The first and the last op (in forward order) whose backward reads
   // something, -1 when no op's does. Under PyTorch's non-reentrant
   // checkpoint these bound a checkpointed block's backward: the re-run stops

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sacplan/planner/host_times.h"
 #include "sacplan/planner/parallel.h"
 
 namespace sacplan {
@@ -105,6 +106,12 @@ struct Op {
   // whole tensor's gradient just before the producer's backward. Set by
   // sacplan_torch's capture; each value is in (0, the input's bytes).
   std::map<std::string, int64_t> input_grad_bytes;
+  // Host (issuing thread) time of each of the op's steps; all absent: 0,
+  // host and device on one clock (docs/memory_model.md, "Two timelines").
+  OpHostTimes host;
+  // After issuing the op the host waits for the device to finish it
+  // (.item(), nonzero, a copy into pageable memory, a synchronize).
+  bool syncs = false;
 };
 
 struct Block {
@@ -174,6 +181,9 @@ struct FixedMemory {
   // head, the optimizer): autograd's engine, the allocator, dispatch, ms.
   // Measured profiles time it in whole steps; 0 elsewhere.
   double step_overhead_ms = 0;
+  // Host time of the head's forward and backward and the optimizer step
+  // (0: host and device on one clock).
+  FixedHostTimes host;
 };
 
 // The device's link to pinned host memory, over which a plan may offload

@@ -56,6 +56,10 @@ struct Prediction {
   double exposed_copy_ms = 0;
   int64_t offloaded_bytes = 0;
   int64_t host_peak_bytes = 0;
+  // The host's time (StepResult::host_ms) and the device waiting for it
+  // (host_wait_ms, part of step_ms); 0 without host times in the profile.
+  double host_ms = 0;
+  double host_wait_ms = 0;
 };
 
 // What a budget caps: the simulator's allocated peak, or the reserved peak

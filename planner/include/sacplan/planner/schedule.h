@@ -241,6 +241,11 @@ struct BlockSchedule {
   // (BlockInterpreter::EndAutocastRegion). Empty under sacplan semantics,
   // whose executor runs without autocast.
   std::vector<int> autocast_held;
+  // torch-sac: the block runs under checkpoint (SaveOutcome::checkpointed).
+  // Per op, saved (collectives always). The two timelines price its steps
+  // by them (docs/memory_model.md, "Two timelines").
+  bool checkpointed = false;
+  std::vector<bool> saved;
   // The backward's gradient lists, which the block alone decides.
   GradientLists grads;
   // The offloaded tensors' copies; empty without offload. A step's free of

@@ -40,7 +40,12 @@ struct StepResult {
   double overhead_ms = 0;      // FixedMemory::step_overhead_ms
   // Offload: compute waiting for copies to and from the host.
   double exposed_copy_ms = 0;
-  double step_ms = 0;          // sum of the seven above
+  // The host's time: every step's host time (0 without host times), and
+  // how much longer the step takes because the device waits for the host
+  // (docs/memory_model.md, "Two timelines"; exactly 0 without host times).
+  double host_ms = 0;
+  double host_wait_ms = 0;
+  double step_ms = 0;          // sum of the seven above and host_wait_ms
   // Offload: the bytes the blocks keep on the host, and the most pinned
   // host memory they hold at once.
   int64_t offloaded_bytes = 0;
@@ -121,6 +126,9 @@ struct BlockCost {
   double recompute_ms = 0;
   int recomputed_ops = 0;
   double exposed_copy_ms = 0;  // offload: compute waiting for copies
+  // The block alone on two timelines (its forward, then its backward):
+  // how much later it ends than its device times (TwoTimelines).
+  double host_wait_ms = 0;
   int64_t host_bytes = 0;      // offload: bytes kept on the host
   // Offload windows (CopyWindows): the device bytes the block's copies
   // still hold as the next block's forward starts (spilled), and those its
