@@ -13,7 +13,8 @@ int64_t PinnedHostBytes(int64_t bytes) {
 }
 
 int64_t AutoHostBudgetBytes(const HostLink& link) {
-  return static_cast<int64_t>(std::floor(kAutoHostShare * static_cast<double>(link.host_memory_bytes)));
+  const double share_bytes = kAutoHostShare * static_cast<double>(link.host_memory_bytes);
+  return static_cast<int64_t>(std::floor(share_bytes));
 }
 
 double FixedCopyCostMs(const HostLink& link) {

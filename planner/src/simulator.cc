@@ -206,7 +206,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
     result.exposed_copy_ms += schedules[b].offload.exposed_ms;
-    for (const OffloadCopy& copy : schedules[b].offload.copies) result.offloaded_bytes += copy.bytes;
+    for (const OffloadCopy& copy : schedules[b].offload.copies) {
+      result.offloaded_bytes += copy.bytes;
+    }
   }
   phases.EmbeddingBackward(grad);
   phases.Optimizer();
