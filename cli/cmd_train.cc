@@ -36,6 +36,8 @@ struct TrainFlags {
 absl::Status RunTrain(const TrainFlags& flags) {
   ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
   ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(flags.plan_path));
+  // Refused before any memory is pinned, not killed by the kernel mid-run.
+  RETURN_IF_ERROR(CheckPlanFitsHost(plan, flags.device));
   ASSIGN_OR_RETURN(const TrainingSetup setup,
                    StartTraining(config, flags.device, flags.seed, flags.threads,
                                  flags.kernels));

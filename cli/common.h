@@ -47,9 +47,12 @@ inline constexpr const char* kHostBudgetHelp =
     "Offload: pinned host memory the plan may fill with activations sent "
     "there between forward and backward, a third choice beside keeping and "
     "recomputing (needs the profile's device.host_link: roofline profiles "
-    "have one). A size (64GB), auto (the device preset's share of its "
-    "node's RAM) or 0 (no offload). Default: auto when the profile has a "
-    "host link, no offload when it has none (a CPU profile)";
+    "have one). Host bytes are pinned bytes (each tensor rounded up to a "
+    "power of two, as PyTorch's pinned allocator does). A size (64GB), auto "
+    "(half the profile's host_memory_bytes, the host memory available per "
+    "GPU; the rest is the process's and the OS's) or 0 (no offload). "
+    "Default: auto when the profile has a host link, no offload when it has "
+    "none (a CPU profile)";
 // "--semantics" text -> Semantics; the error lists the accepted names.
 inline absl::StatusOr<Semantics> ParseSemanticsFlag(const std::string& text) {
   return api::ParseSemanticsText(text, "--semantics");

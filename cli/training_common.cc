@@ -4,15 +4,25 @@
 #include <exception>
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "progress.h"
+#include "sacplan/api/host_memory.h"
 #include "sacplan/planner/bytes.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
+
+absl::Status CheckPlanFitsHost(const Plan& plan, const std::string& device) {
+  if (plan.predicted.offloaded_bytes <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int64_t available_bytes, api::AvailableHostBytes());
+  const int gpus =
+      device.rfind("cuda", 0) == 0 ? static_cast<int>(torch::cuda::device_count()) : 1;
+  return api::CheckHostFits(plan.predicted.host_peak_bytes, available_bytes, gpus);
+}
 
 absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                                             const std::string& device,

@@ -34,6 +34,13 @@ absl::StatusOr<TrainingSetup> StartTraining(const ModelConfig& config,
                                             uint64_t seed, int threads,
                                             const std::string& kernels = "aten");
 
+// Before anything is pinned: OK when `plan` offloads nothing or its
+// predicted host peak (pinned bytes) fits the host memory available now
+// (api::AvailableHostBytes) shared among the node's GPUs (`device` cuda:
+// LibTorch's device count; cpu: 1). FailedPrecondition otherwise, one line
+// (api::CheckHostFits).
+absl::Status CheckPlanFitsHost(const Plan& plan, const std::string& device);
+
 // Registers --kernels aten|fused on a command (CLI11 rejects other values).
 void AddKernelsOption(CLI::App& command, std::string& kernels);
 

@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "host_copies.h"
+#include "sacplan/planner/host_memory.h"
 
 namespace sacplan::executor_internal::host_copies_internal {
 namespace {
@@ -27,15 +28,19 @@ class CudaHostCopies final : public HostCopies {
   at::Tensor ToHost(const at::Tensor& device) override {
     const c10::cuda::CUDAGuard guard(device_);
     const int64_t bytes = device.numel() * static_cast<int64_t>(device.element_size());
+    // Counted as the pinned host allocator holds it, as the planner counts.
+    const int64_t pinned_bytes = PinnedHostBytes(bytes);
     at::Tensor pinned = at::empty(
         device.sizes(), device.options().device(at::kCPU).pinned_memory(true));
     // Counted while the tensor handed out lives; the pinned buffer goes
     // back to PyTorch's host allocator with it.
-    bytes_->live += bytes;
+    bytes_->live += pinned_bytes;
     bytes_->peak = std::max(bytes_->peak, bytes_->live);
     at::Tensor host = at::from_blob(
         pinned.data_ptr(), pinned.sizes(),
-        [keep = pinned, counter = bytes_, bytes](void*) { counter->live -= bytes; },
+        [keep = pinned, counter = bytes_, pinned_bytes](void*) {
+          counter->live -= pinned_bytes;
+        },
         pinned.options());
     Follow(to_host_);
     {

@@ -6,6 +6,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "sacplan/planner/host_memory.h"
+
 namespace sacplan::executor_internal {
 namespace host_copies_internal {
 namespace {
@@ -16,15 +18,17 @@ class CpuHostCopies final : public HostCopies {
 
   at::Tensor ToHost(const at::Tensor& device) override {
     const int64_t bytes = device.numel() * static_cast<int64_t>(device.element_size());
+    // Counted as the pinned host allocator holds it, as the planner counts.
+    const int64_t pinned_bytes = PinnedHostBytes(bytes);
     void* buffer = std::malloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
     TORCH_CHECK(buffer != nullptr, "sacplan executor: no host memory for ", bytes,
                 " offloaded bytes");
-    bytes_->live += bytes;
+    bytes_->live += pinned_bytes;
     bytes_->peak = std::max(bytes_->peak, bytes_->live);
     at::Tensor host = at::from_blob(
         buffer, device.sizes(),
-        [counter = bytes_, bytes](void* data) {
-          counter->live -= bytes;
+        [counter = bytes_, pinned_bytes](void* data) {
+          counter->live -= pinned_bytes;
           std::free(data);
         },
         device.options());

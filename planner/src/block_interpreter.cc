@@ -172,7 +172,7 @@ void BlockInterpreter::RunOp(Phase phase, int op, int64_t workspace_bytes, doubl
 void BlockInterpreter::ForwardCopies(int k) {
   const std::vector<OffloadCopy>& copies = schedule_.offload.copies;
   for (; issued_ < copies.size() && copies[issued_].issued_after == k; ++issued_) {
-    host_buffers_[issued_] = host_->Alloc(MemoryCategory::kKept, copies[issued_].bytes);
+    host_buffers_[issued_] = host_->Alloc(MemoryCategory::kKept, copies[issued_].host_bytes);
     host_->Mark(Phase::kForward, block_index_, k >= 0 ? block_.op_ids[k] : std::string(),
                 clock_ms_);
   }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "peak_bounds.h"
+#include "sacplan/planner/host_memory.h"
 
 namespace sacplan {
 namespace {
@@ -663,7 +664,7 @@ std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveM
   std::vector<std::vector<int>> units;
   int unit_producer = -2;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
-    if (!outcome.kept[t] || !Offloadable(block, t)) continue;
+    if (!outcome.kept[t] || !WorthOffloading(block, t, semantics, link)) continue;
     const int producer = block.tensors[t].producer;
     if (producer < 0 || producer != unit_producer) units.emplace_back();
     units.back().push_back(t);
@@ -714,7 +715,7 @@ std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveM
     double engine_free_ms = 0;
     for (size_t u = 0; u < n; ++u) {
       double done_ms = std::max(produced_ms[units[u].front()], engine_free_ms);
-      for (int t : units[u]) done_ms += HostLink::CopyMs(block.tensors[t].bytes, link.d2h_gbps);
+      for (int t : units[u]) done_ms += link.ToHostMs(block.tensors[t].bytes);
       if (done_ms > clock_ms) continue;
       engine_free_ms = done_ms;
       hidden.push_back(u);

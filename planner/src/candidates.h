@@ -41,7 +41,7 @@ struct OffloadChoice {
 };
 
 // Every offload mask of what `mask` keeps that may be offloaded
-// (Offloadable), by what a plan names: a carried input, or an op with all
+// (WorthOffloading over `link`), by what a plan names: a carried input, or an op with all
 // its kept outputs. Every subset when there are at most
 // `exhaustive_max_units` of them, which makes the solver exact with
 // exhaustive save sets; otherwise the prefixes of 1, 2, 4, ... and all of

@@ -358,6 +358,13 @@ absl::Status ValidateModel(const Model& model) {
     return absl::InvalidArgumentError(
         "device.host_link: bandwidths must be finite and >= 0, host_memory_bytes >= 0");
   }
+  const double per_copy_us = link.offload_host_us + link.fetch_host_us + link.copy_setup_us;
+  if (!(std::isfinite(per_copy_us) && link.offload_host_us >= 0 && link.fetch_host_us >= 0 &&
+        link.copy_setup_us >= 0)) {
+    return absl::InvalidArgumentError(
+        "device.host_link: offload_host_us, fetch_host_us and copy_setup_us must be finite "
+        "and >= 0");
+  }
   if ((link.d2h_gbps > 0) != (link.h2d_gbps > 0)) {
     return absl::InvalidArgumentError(
         "device.host_link: d2h_gbps and h2d_gbps must both be > 0 (a link) or both 0 (none)");

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/host_memory.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/planner/reserved_budget.h"
 #include "sacplan/status_macros.h"
@@ -40,14 +41,14 @@ absl::Status NameTheHostBudgetThatFits(const AnalyzedModel& model, const PlanReq
   int64_t largest_block_bytes = 0;
   for (const BlockAnalysis& block : model.blocks) {
     int64_t bytes = 0;
-    for (const TensorNode& tensor : block.tensors) bytes += tensor.bytes;
+    for (const TensorNode& tensor : block.tensors) bytes += PinnedHostBytes(tensor.bytes);
     largest_block_bytes = std::max(largest_block_bytes, bytes);
   }
   const int64_t unlimited = largest_block_bytes * static_cast<int64_t>(model.blocks.size());
   if (!FitsWithHostBudget(model, request, unlimited)) return infeasible;
   const int64_t host_budget_bytes = ResolveHostBudget(model, request.host_budget_bytes);
   const int64_t given =
-      host_budget_bytes >= 0 ? host_budget_bytes : model.model->host_link.host_memory_bytes;
+      host_budget_bytes >= 0 ? host_budget_bytes : AutoHostBudgetBytes(model.model->host_link);
   int64_t fails = given;
   int64_t fits = unlimited;
   while (fits - fails > std::max<int64_t>(1, fits / 100)) {

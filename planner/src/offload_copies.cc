@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "sacplan/planner/host_memory.h"
 #include "sacplan/planner/schedule.h"
 
 namespace sacplan {
@@ -367,9 +368,10 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
     OffloadCopy copy;
     copy.tensor = t;
     copy.bytes = block.tensors[t].bytes;
-    copy.d2h_ms = HostLink::CopyMs(copy.bytes, link.d2h_gbps);
-    copy.h2d_ms = HostLink::CopyMs(copy.bytes, link.h2d_gbps);
-    copies.host_bytes += copy.bytes;
+    copy.host_bytes = PinnedHostBytes(copy.bytes);
+    copy.d2h_ms = link.ToHostMs(copy.bytes);
+    copy.h2d_ms = link.ToDeviceMs(copy.bytes);
+    copies.host_bytes += copy.host_bytes;
     copies.copies.push_back(copy);
   }
   if (copies.copies.empty()) return schedule;
@@ -384,7 +386,10 @@ BlockSchedule LowerBlock(const BlockAnalysis& block, const SaveMask& saved,
   TimeBackwardCopies(block, schedule, rerun_unpacks, semantics == Semantics::kTorchSac, windows,
                      copies);
   if (rerun_unpacks) PlaceRerunFrees(block, schedule);
-  copies.exposed_ms = copies.forward_wait_ms + copies.spill_wait_ms;
+  // Until the host has its own timeline, its time per tensor is counted as
+  // exposed: nothing hides it from the step.
+  copies.host_issue_ms = link.HostMsPerTensor() * static_cast<double>(copies.copies.size());
+  copies.exposed_ms = copies.forward_wait_ms + copies.spill_wait_ms + copies.host_issue_ms;
   for (double wait : copies.backward_wait_ms) copies.exposed_ms += wait;
   return schedule;
 }

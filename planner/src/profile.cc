@@ -245,6 +245,12 @@ absl::StatusOr<Profile> ProfileFromJson(const json& doc) {
       RETURN_IF_ERROR(ReadNumber(*link, "h2d_gbps", path, true, l.h2d_gbps, kBandwidthRange));
       RETURN_IF_ERROR(ReadInt(*link, "host_memory_bytes", path, false, l.host_memory_bytes,
                               kByteRange));
+      // Per-copy costs (microseconds, optional: 0 prices copies by bytes).
+      for (auto [key, out] : {std::pair{"offload_host_us", &l.offload_host_us},
+                              std::pair{"fetch_host_us", &l.fetch_host_us},
+                              std::pair{"copy_setup_us", &l.copy_setup_us}}) {
+        RETURN_IF_ERROR(ReadNumber(*link, key, path, false, *out, kTimeRange));
+      }
     }
   }
   const json* model = json_reader::Find(doc, "model");
@@ -332,6 +338,12 @@ json ProfileToJson(const Profile& p) {
     doc["device"]["host_link"] = {{"d2h_gbps", l.d2h_gbps},
                                   {"h2d_gbps", l.h2d_gbps},
                                   {"host_memory_bytes", l.host_memory_bytes}};
+    // Written only when set, so profiles without them stay as they were.
+    for (auto [key, us] : {std::pair{"offload_host_us", l.offload_host_us},
+                           std::pair{"fetch_host_us", l.fetch_host_us},
+                           std::pair{"copy_setup_us", l.copy_setup_us}}) {
+      if (us != 0) doc["device"]["host_link"][key] = us;
+    }
   }
   // A single-rank profile stays as it was before the fields existed.
   if (!p.model.parallel.single_rank()) doc["parallel"] = ParallelToJson(p.model.parallel);

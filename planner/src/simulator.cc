@@ -209,7 +209,9 @@ absl::StatusOr<StepResult> SimulateStep(const AnalyzedModel& model,
     result.recompute_ms += schedules[b].recompute_ms;
     result.recomputed_ops += schedules[b].recomputed_ops;
     result.exposed_copy_ms += schedules[b].offload.exposed_ms;
-    result.offloaded_bytes += schedules[b].offload.host_bytes;
+    for (const OffloadCopy& copy : schedules[b].offload.copies) {
+      result.offloaded_bytes += copy.bytes;
+    }
   }
   phases.EmbeddingBackward(grad);
   phases.Optimizer();

@@ -16,6 +16,7 @@
 #include "chain_layer.h"
 #include "parallel_for.h"
 #include "sacplan/planner/bytes.h"
+#include "sacplan/planner/host_memory.h"
 #include "sacplan/planner/presets.h"
 #include "sacplan/status_macros.h"
 #include "step_constants.h"
@@ -705,7 +706,7 @@ absl::StatusOr<Solver> Solver::Create(const AnalyzedModel& model,
   const HostLink& link = model.model->host_link;
   if (options.offload && link.available()) {
     const int64_t host_budget =
-        options.host_budget_bytes >= 0 ? options.host_budget_bytes : link.host_memory_bytes;
+        options.host_budget_bytes >= 0 ? options.host_budget_bytes : AutoHostBudgetBytes(link);
     solver.host_cap_bytes_ = host_budget / block_count;
   }
   // With offload, a block's candidates also depend on its copy windows

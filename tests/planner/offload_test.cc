@@ -8,6 +8,7 @@
 
 #include <random>
 
+#include "sacplan/planner/host_memory.h"
 #include "sacplan/planner/schedule.h"
 #include "sacplan/planner/simulator.h"
 #include "test_graphs.h"
@@ -44,7 +45,8 @@ TEST(OffloadScheduleTest, CopiesAreTimedByHand) {
   ASSERT_EQ(s.offload.backward_wait_ms.size(), 3u);
   EXPECT_DOUBLE_EQ(s.offload.backward_wait_ms[1], 0.5);
   EXPECT_DOUBLE_EQ(s.offload.exposed_ms, 1.0);
-  EXPECT_EQ(s.offload.host_bytes, 400);
+  // Pinned: the host allocator rounds 400 B up to 512.
+  EXPECT_EQ(s.offload.host_bytes, 512);
 }
 
 TEST(OffloadScheduleTest, OnlyKeptOffloadableTensorsMove) {
@@ -72,7 +74,7 @@ TEST(OffloadEvaluateTest, AnOffloadedOutputLeavesTheKeptBytes) {
     EXPECT_EQ(moved.forward_peak_bytes, kept.forward_peak_bytes);
     EXPECT_EQ(moved.backward_peak_bytes, kept.backward_peak_bytes);
     EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 1.0);
-    EXPECT_EQ(moved.host_bytes, 400);
+    EXPECT_EQ(moved.host_bytes, 512);  // pinned
     EXPECT_DOUBLE_EQ(moved.recompute_ms, 0);
   }
 }
@@ -89,7 +91,7 @@ TEST(OffloadEvaluateTest, AnOffloadedInputArrivesBeforeTheRecomputeReadsIt) {
   EXPECT_EQ(cost.backward_peak_bytes, 1600);
   EXPECT_DOUBLE_EQ(cost.exposed_copy_ms, 0);
   EXPECT_DOUBLE_EQ(cost.recompute_ms, 3.0);
-  EXPECT_EQ(cost.host_bytes, 200);
+  EXPECT_EQ(cost.host_bytes, 256);  // pinned
 }
 
 // torch-sac brings an offloaded tensor back where the checkpoint's re-run
@@ -164,7 +166,7 @@ TEST(OffloadStepTest, TwoBlocksByHand) {
   EXPECT_DOUBLE_EQ(moved.exposed_copy_ms, 0.0);
   EXPECT_DOUBLE_EQ(moved.step_ms, kept.step_ms);
   EXPECT_EQ(moved.offloaded_bytes, 400);
-  EXPECT_EQ(moved.host_peak_bytes, 400);
+  EXPECT_EQ(moved.host_peak_bytes, 512);  // pinned
   // With the timeline, the copies in the step's time: fc.out goes to the
   // host from 3 to 5 ms (block 0's forward starts the step), and comes back
   // in 1 ms from 10.5: 6 ms before block 0's backward starts at 16.5 (two
@@ -187,11 +189,12 @@ TEST(OffloadStepTest, TwoBlocksByHand) {
   EXPECT_DOUBLE_EQ(back.start_ms, 10.5);
   EXPECT_DOUBLE_EQ(back.end_ms, 11.5);
   EXPECT_TRUE(moved.copies.empty());  // recorded only with the timeline
-  // Both blocks sending their input and fc.out: 600 B on the host at once.
+  // Both blocks sending their input and fc.out: 600 B each, 768 pinned,
+  // on the host at once.
   const OffloadMask both{true, true, false, false};
   const StepResult two = *SimulateStep(analyzed, {kSaveAll, kSaveAll}, {both, both},
                                        Semantics::kSacplan);
-  EXPECT_EQ(two.host_peak_bytes, 1200);
+  EXPECT_EQ(two.host_peak_bytes, 1536);
   EXPECT_EQ(two.offloaded_bytes, 1200);
 }
 
@@ -379,8 +382,17 @@ TEST(OffloadStepTest, RandomMasksOverAnInstantLinkNeverRaiseThePeak) {
         EXPECT_LE(moved->peak_bytes, kept.peak_bytes) << seed << " " << trial;
         EXPECT_NEAR(moved->exposed_copy_ms, 0, 1e-6);
         EXPECT_NEAR(moved->step_ms, kept.step_ms, 1e-6);
-        // Every host copy lives from its block's forward to its backward.
-        EXPECT_EQ(moved->host_peak_bytes, moved->offloaded_bytes);
+        // Every host copy lives from its block's forward to its backward:
+        // the host peak is every copy's pinned bytes.
+        SimulateOptions timed;
+        timed.record_timeline = true;
+        const StepResult with_copies = *SimulateStep(analyzed, masks, offloaded, semantics, timed);
+        int64_t pinned_bytes = 0;
+        for (const CopySpan& copy : with_copies.copies) {
+          if (copy.to_host) pinned_bytes += PinnedHostBytes(copy.bytes);
+        }
+        EXPECT_EQ(moved->host_peak_bytes, pinned_bytes);
+        EXPECT_GE(moved->host_peak_bytes, moved->offloaded_bytes);
         offloading_steps += moved->offloaded_bytes > 0 ? 1 : 0;
         lower_peaks += moved->peak_bytes < kept.peak_bytes ? 1 : 0;
       }

@@ -48,6 +48,36 @@ TEST(ProfileTest, HostLinkRoundTripsAndIsLeftOutWithoutOne) {
   EXPECT_TRUE(read->model.host_link.available());
 }
 
+TEST(ProfileTest, HostLinkPerCopyCostsRoundTripAndAreLeftOutAtZero) {
+  Profile profile = ChainProfile();
+  profile.model.host_link = {50, 40, 1000};
+  nlohmann::json doc = ProfileToJson(profile);
+  EXPECT_FALSE(doc["device"]["host_link"].contains("copy_setup_us"));
+  EXPECT_FALSE(doc["device"]["host_link"].contains("offload_host_us"));
+  profile.model.host_link.offload_host_us = 35;
+  profile.model.host_link.fetch_host_us = 20;
+  profile.model.host_link.copy_setup_us = 8;
+  doc = ProfileToJson(profile);
+  EXPECT_EQ(doc["device"]["host_link"]["offload_host_us"], 35);
+  auto read = ProfileFromJson(doc);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model.host_link.offload_host_us, 35);
+  EXPECT_EQ(read->model.host_link.fetch_host_us, 20);
+  EXPECT_EQ(read->model.host_link.copy_setup_us, 8);
+  for (const char* key : {"offload_host_us", "fetch_host_us", "copy_setup_us"}) {
+    nlohmann::json bad = doc;
+    bad["device"]["host_link"][key] = -1;
+    read = ProfileFromJson(bad);
+    ASSERT_FALSE(read.ok()) << key;
+    EXPECT_NE(read.status().message().find(std::string("device.host_link.") + key),
+              std::string::npos)
+        << read.status().message();
+  }
+  // Set in code (not read from JSON): Validate refuses them too.
+  profile.model.host_link.copy_setup_us = -1;
+  EXPECT_FALSE(ValidateModel(profile.model).ok());
+}
+
 TEST(ProfileTest, RejectsAHostLinkOneWayOrNegative) {
   Profile profile = ChainProfile();
   profile.model.host_link = {50, 50, 1000};

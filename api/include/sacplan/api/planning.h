@@ -47,7 +47,8 @@ absl::StatusOr<Plan> LoadPlanText(const std::string& text, const std::string& na
 // with `what` (the flag or argument name) and the text.
 absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view what);
 // A host budget for offload, as PlanRequest::host_budget_bytes takes it:
-// "0" (none), "auto" (the profile's host memory: kHostBudgetAuto), empty
+// "0" (none), "auto" (kAutoHostShare of the profile's host memory, in
+// pinned bytes: kHostBudgetAuto, sacplan/planner/host_memory.h), empty
 // (the commands' default: auto when the profile has a host link, none
 // otherwise: kHostBudgetIfLinked) or a size as ParseBudget reads it.
 absl::StatusOr<int64_t> ParseHostBudget(const std::string& text, absl::string_view what);

@@ -192,14 +192,26 @@ struct FixedMemory {
 struct HostLink {
   double d2h_gbps = 0;  // device to pinned host, GB/s (1e9 bytes/s)
   double h2d_gbps = 0;  // pinned host to device, GB/s
-  // Pinned host memory one rank may fill with offloaded activations.
+  // Host memory available to this device when the profile was taken
+  // (MemAvailable divided among the node's GPUs); 0 when unknown.
   int64_t host_memory_bytes = 0;
+  // Per-copy costs, microseconds (0: copies priced by their bytes alone).
+  double offload_host_us = 0;  // host time to send one tensor to the host
+  double fetch_host_us = 0;    // host time to fetch one tensor back
+  double copy_setup_us = 0;    // a copy engine's fixed time per copy
   // Both directions copy: without a link nothing can be offloaded.
   bool available() const { return d2h_gbps > 0 && h2d_gbps > 0; }
   // Milliseconds to copy `bytes` at `gbps` GB/s.
   static double CopyMs(int64_t bytes, double gbps) {
     return static_cast<double>(bytes) / (gbps * 1e6);
   }
+  // One copy's time on its engine, setup included, each way (ms).
+  double ToHostMs(int64_t bytes) const { return copy_setup_us * 1e-3 + CopyMs(bytes, d2h_gbps); }
+  double ToDeviceMs(int64_t bytes) const {
+    return copy_setup_us * 1e-3 + CopyMs(bytes, h2d_gbps);
+  }
+  // The host's time per offloaded tensor, sent and fetched back (ms).
+  double HostMsPerTensor() const { return (offload_host_us + fetch_host_us) * 1e-3; }
 };
 
 struct Model {

@@ -27,7 +27,8 @@ struct PlanRequest {
   BudgetKind budget_kind = BudgetKind::kAllocated;
   Semantics semantics = Semantics::kSacplan;
   // Offload (solving only): the host bytes the plan may hold; 0 offloads
-  // nothing, kHostBudgetAuto takes the profile's host memory and needs a
+  // nothing, kHostBudgetAuto takes kAutoHostShare of the profile's host
+  // memory (AutoHostBudgetBytes, host_memory.h) and needs a
   // host link (InvalidArgument otherwise), kHostBudgetIfLinked takes it
   // when there is one and offloads nothing otherwise.
   int64_t host_budget_bytes = 0;

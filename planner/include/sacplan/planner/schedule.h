@@ -128,7 +128,8 @@ struct ScheduleStep {
 // forward and backward lists.
 struct OffloadCopy {
   int tensor = 0;
-  int64_t bytes = 0;
+  int64_t bytes = 0;       // on the device, and over the link
+  int64_t host_bytes = 0;  // pinned on the host: PinnedHostBytes(bytes)
   // The copy to the host is issued (its host buffer allocated) after this
   // forward step; -1: as the forward starts (a carried input).
   int issued_after = -1;
@@ -148,7 +149,7 @@ struct OffloadCopy {
   // Issued before the block's backward, at the next block's lead trigger
   // (CopyWindows::lead_ms); prefetch_before is then 0.
   bool led = false;
-  double d2h_ms = 0;  // the copies' durations at the link's bandwidths
+  double d2h_ms = 0;  // the copies' durations: setup, then the bytes
   double h2d_ms = 0;
   // When each copy runs on its engine: to the host, from the block's
   // forward start; back, from its backward start (waits included). Back:
@@ -175,8 +176,11 @@ struct BlockCopies {
   // With a lead: the op of the next block before whose backward step the
   // led copies back are issued; -1: none led.
   int lead_trigger_op = -1;
-  double exposed_ms = 0;      // the sum of the waits
-  int64_t host_bytes = 0;     // the copies' bytes, held on the host
+  // The host's time to send and fetch the copies (HostLink's
+  // offload_host_us + fetch_host_us per copy), counted as exposed.
+  double host_issue_ms = 0;
+  double exposed_ms = 0;      // the sum of the waits and host_issue_ms
+  int64_t host_bytes = 0;     // the copies' pinned host bytes
 };
 
 // A block's backward gradient lists. Whatever the save set, the backward

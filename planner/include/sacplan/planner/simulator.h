@@ -46,8 +46,8 @@ struct StepResult {
   double host_ms = 0;
   double host_wait_ms = 0;
   double step_ms = 0;          // sum of the seven above and host_wait_ms
-  // Offload: the bytes the blocks keep on the host, and the most pinned
-  // host memory they hold at once.
+  // Offload: the bytes the blocks send to the host, and the most pinned
+  // host memory they hold at once (PinnedHostBytes per tensor).
   int64_t offloaded_bytes = 0;
   int64_t host_peak_bytes = 0;
   int recomputed_ops = 0;
@@ -129,7 +129,7 @@ struct BlockCost {
   // The block alone on two timelines (its forward, then its backward):
   // how much later it ends than its device times (TwoTimelines).
   double host_wait_ms = 0;
-  int64_t host_bytes = 0;      // offload: bytes kept on the host
+  int64_t host_bytes = 0;      // offload: pinned bytes kept on the host
   // Offload windows (CopyWindows): the device bytes the block's copies
   // still hold as the next block's forward starts (spilled), and those its
   // copies back hold before its backward starts (led).

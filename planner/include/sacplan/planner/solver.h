@@ -42,7 +42,9 @@ struct SolverOptions {
   // (docs/memory_model.md, "Offload"): used when set and the model's
   // device has a host link (Model::host_link). The blocks hold at most
   // host_budget_bytes on the host together, each at most an equal share; a
-  // negative budget takes the link's host_memory_bytes, 0 offloads nothing.
+  // negative budget takes AutoHostBudgetBytes (kAutoHostShare of the link's
+  // host_memory_bytes), 0 offloads nothing. Host bytes are pinned bytes
+  // (PinnedHostBytes).
   bool offload = false;
   int64_t host_budget_bytes = -1;
   // Threads that preparing the candidates and each solve share their
