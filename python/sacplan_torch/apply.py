@@ -19,6 +19,7 @@ from .blocks import BlockSpec, eager_block, find_blocks
 from .compiled import BlockNamer
 from .errors import SacplanError, one_line
 from .naming import is_collective, is_named, is_random, split_op_id
+from .host_memory import check_host_fits
 from .offload import (BlockCopies, HostPool, PendingCall, Triggers, checkpoint_contexts,
                       input_offload, plain_offload, trigger_contexts)
 from .plan_doc import (PlanLike, check_autocast_matches, check_input_matches,
@@ -318,7 +319,9 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     checkpoint's re-run in the op's place, a carried input (an argument of
     the block's forward) when checkpoint or autograd saves it; in a block
     with `checkpoint: false`, through autograd's saved-tensor hooks. The
-    handle's `host` counts the host bytes. Not in compiled blocks.
+    handle's `host` counts the host bytes. Not in compiled blocks. A plan
+    whose predicted host peak exceeds the host memory available now (over
+    the node's GPUs) is refused before anything is pinned.
 
     Raises SacplanError for a plan made for another model (block count,
     block type, parameter counts, `model_name`), an op id naming a submodule
@@ -365,6 +368,8 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
             if entry.get(field):
                 _check_modules_exist(index, block, field, [entry[field]])
         offloads.append(_split_offload(index, block, entry.get("offload", [])))
+    if any(inputs or ops for inputs, ops in offloads):
+        check_host_fits(plan)
     applied = AppliedPlan(plan, found)
     for index, (name, block) in enumerate(found):
         entry = plan["blocks"][index]

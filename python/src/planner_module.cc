@@ -15,7 +15,9 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include "sacplan/api/host_memory.h"
 #include "sacplan/api/planning.h"
+#include "sacplan/planner/host_memory.h"
 #include "sacplan/planner/plan.h"
 
 namespace nb = nanobind;
@@ -114,6 +116,15 @@ std::pair<std::string, std::string> Frontier(const Source& profile, int points,
   return {std::move(out.frontier_json), std::move(out.summary)};
 }
 
+// apply_plan's check before it pins: PlannerError with api::CheckHostFits'
+// one line when `plan_host_bytes` do not fit the host memory available now
+// (the node's, over `gpus`).
+void CheckHostFits(int64_t plan_host_bytes, int gpus) {
+  const int64_t available = OrRaise(api::AvailableHostBytes());
+  const absl::Status fits = api::CheckHostFits(plan_host_bytes, available, gpus);
+  if (!fits.ok()) throw PlannerError(std::string(fits.message()));
+}
+
 }  // namespace
 }  // namespace sacplan::python
 
@@ -135,4 +146,7 @@ NB_MODULE(_planner, m) {
         nb::arg("host_budget"), release);
   m.def("frontier", &Frontier, nb::arg("profile"), nb::arg("points"), nb::arg("semantics"),
         nb::arg("host_budget"), release);
+  m.def("pinned_host_bytes", &sacplan::PinnedHostBytes, nb::arg("bytes"));
+  m.def("available_host_bytes", [] { return OrRaise(sacplan::api::AvailableHostBytes()); });
+  m.def("check_host_fits", &CheckHostFits, nb::arg("plan_host_bytes"), nb::arg("gpus"));
 }

@@ -175,14 +175,14 @@ def test_given_per_copy_costs_are_kept():
         capture("plain", host_link=dict(given, fetch_host_us=-1))
 
 
-def test_available_host_memory_is_meminfos_available(tmp_path):
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:       64000000 kB\nMemFree:         1000 kB\n"
-                       "MemAvailable:   32000000 kB\n")
-    # Shared among the GPUs (all of it without one), not MemTotal or MemFree.
+def test_available_host_memory_is_the_c_reading_over_the_gpus(monkeypatch):
+    # The C++ reading (its MemAvailable parsing is tested in tests/api),
+    # shared among the GPUs (all of it without one).
+    monkeypatch.setenv("SACPLAN_HOST_AVAILABLE_BYTES", "32000000000")
     gpus = max(torch.cuda.device_count() if torch.cuda.is_available() else 0, 1)
-    assert available_host_memory_bytes(str(meminfo)) == 32000000 * 1024 // gpus
-    assert available_host_memory_bytes(str(tmp_path / "missing")) == 0
+    assert available_host_memory_bytes() == 32000000000 // gpus
+    monkeypatch.setenv("SACPLAN_HOST_AVAILABLE_BYTES", "lots")
+    assert available_host_memory_bytes() == 0
 
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available")

@@ -285,3 +285,45 @@ def test_auto_checkpoint_offloads_and_explains(captured):
     for p in setup.model.parameters():
         p.grad = None
     assert_same_gradients(gradients(setup), gradients(plain), "auto_checkpoint")
+
+
+def test_auto_host_budget_plans_within_half_the_host_memory(captured):
+    # docs/memory_model.md, "Offload": host_budget="auto" plans at most
+    # kAutoHostShare (half) of the link's host_memory_bytes, pinned bytes.
+    kind, profile = captured
+    profile = steady_times(profile)
+    smallest = offload_plans(profile)["smallest"]
+    wanted = smallest["predicted"]["host_peak_bytes"]
+    budget = smallest["predicted"]["peak_bytes"] + 1
+    offloaded = 0
+    for host_memory_bytes in (wanted, 2 * wanted, 4 * wanted):
+        link = dict(profile["device"]["host_link"], host_memory_bytes=host_memory_bytes)
+        limited = dict(profile, device=dict(profile["device"], host_link=link))
+        try:
+            plan = sacplan_torch.plan(limited, budget=budget, host_budget="auto")
+        except SacplanError as refused:  # only offload reaches this peak
+            assert "host budget of" in str(refused), (kind, refused)
+            continue
+        host = plan["predicted"]["host_peak_bytes"]
+        assert host <= host_memory_bytes // 2, (kind, host_memory_bytes, host)
+        offloaded = max(offloaded, host)
+    assert offloaded > 0, f"{kind}: no host memory size let auto offload"
+
+
+def test_apply_refuses_a_plan_that_needs_more_host_memory_than_is_available(
+        captured, monkeypatch):
+    kind, profile = captured
+    plan = offload_plans(profile)["smallest"]
+    host = plan["predicted"]["host_peak_bytes"]
+    fresh = unseen_blocks.setup(kind, "small")
+    monkeypatch.setenv("SACPLAN_HOST_AVAILABLE_BYTES", str(host - 1))
+    with pytest.raises(SacplanError,
+                       match=r"^plan needs .* of pinned host memory; .* is available.*"
+                             r'host_budget="auto"'):
+        sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks, model_name=fresh.name)
+    # Refused before anything changed: the same model takes the plan once
+    # the memory is there (exactly enough).
+    monkeypatch.setenv("SACPLAN_HOST_AVAILABLE_BYTES", str(host))
+    applied = sacplan_torch.apply_plan(fresh.model, plan, blocks=fresh.blocks,
+                                       model_name=fresh.name)
+    applied.remove()

@@ -108,27 +108,25 @@ TEST(CliTrain, CudaWithoutAGpuIsOneLine) {
 // kernel killed such a run for host memory).
 TEST(CliTrain, RefusesAPlanNeedingMoreHostMemoryThanIsAvailable) {
   const fs::path dir = FreshDir("train_host_memory");
+  // Wide enough that activations decide the peak (as autotune's test), with
+  // a fast host link: at 40 MB the plan offloads instead of recomputing.
+  const std::vector<std::string> model = {
+      "--model", "wan-tiny", "--act-dtype", "float32", "--dim", "128", "--heads", "4",
+      "--ffn", "384", "--tokens", "512", "--text-tokens", "32", "--layers", "4"};
   const fs::path profile = dir / "p.json";
-  ProfileAndPlan(dir, {"--preset", "none"});
-  // The CPU profile with a slow host link: the least-peak plan offloads.
+  std::vector<std::string> args = {"profile", "--device", "cpu", "--repeats", "1",
+                                   "--warmup", "1", "--threads", "1", "-o",
+                                   profile.string()};
+  args.insert(args.end(), model.begin(), model.end());
+  ASSERT_EQ(RunSacplan(args, dir).exit_code, 0);
   nlohmann::json doc = ReadJson(profile);
-  doc["device"]["host_link"] = {{"d2h_gbps", 1}, {"h2d_gbps", 1},
+  doc["device"]["host_link"] = {{"d2h_gbps", 1000}, {"h2d_gbps", 1000},
                                 {"host_memory_bytes", int64_t{1} << 40}};
   WriteJson(profile, doc);
   const fs::path plan = dir / "offload.json";
-  CliResult r = RunSacplan({"plan", "--profile", profile.string(), "--budget", "1",
-                            "-o", plan.string()},
+  CliResult r = RunSacplan({"plan", "--profile", profile.string(), "--budget", "40MB", "-o",
+                            plan.string()},
                            dir);
-  ASSERT_EQ(r.exit_code, 2) << r.err;
-  // The error names the least feasible budget; plan for it.
-  const std::string marker = "give a budget of ";
-  const size_t at = r.err.find(marker);
-  ASSERT_NE(at, std::string::npos) << r.err;
-  const size_t from = at + marker.size();
-  const std::string least = r.err.substr(from, r.err.find(' ', from) - from);
-  r = RunSacplan({"plan", "--profile", profile.string(), "--budget", least, "-o",
-                  plan.string()},
-                 dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const int64_t host_peak_bytes =
       ReadJson(plan).at("predicted").value("host_peak_bytes", int64_t{0});
@@ -137,10 +135,10 @@ TEST(CliTrain, RefusesAPlanNeedingMoreHostMemoryThanIsAvailable) {
   ASSERT_EQ(setenv("SACPLAN_HOST_AVAILABLE_BYTES",
                    std::to_string(host_peak_bytes - 1).c_str(), /*overwrite=*/1),
             0);
-  r = RunSacplan({"train", "--model", "wan-tiny", "--act-dtype", "float32", "--plan",
-                  plan.string(), "--profile", profile.string(), "--steps", "1", "--log",
-                  log.string()},
-                 dir);
+  std::vector<std::string> train = {"train", "--plan", plan.string(), "--profile",
+                                    profile.string(), "--steps", "1", "--log", log.string()};
+  train.insert(train.end(), model.begin(), model.end());
+  r = RunSacplan(train, dir);
   unsetenv("SACPLAN_HOST_AVAILABLE_BYTES");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(LineCount(r.err), 1) << r.err;
@@ -148,6 +146,15 @@ TEST(CliTrain, RefusesAPlanNeedingMoreHostMemoryThanIsAvailable) {
   EXPECT_NE(r.err.find("--host-budget"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("step"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(log));
+
+  // Exactly enough: it trains.
+  ASSERT_EQ(setenv("SACPLAN_HOST_AVAILABLE_BYTES", std::to_string(host_peak_bytes).c_str(),
+                   /*overwrite=*/1),
+            0);
+  r = RunSacplan(train, dir);
+  unsetenv("SACPLAN_HOST_AVAILABLE_BYTES");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(log));
 }
 
 // Fused kernels run only on CUDA; an unknown implementation is CLI11's
