@@ -664,7 +664,7 @@ std::vector<OffloadMask> OffloadVariants(const BlockAnalysis& block, const SaveM
   std::vector<std::vector<int>> units;
   int unit_producer = -2;
   for (int t = 0; t < static_cast<int>(block.tensors.size()); ++t) {
-    if (!outcome.kept[t] || !WorthOffloading(block, t, semantics, link)) continue;
+    if (!outcome.kept[t] || !WorthOffloading(block, t, link)) continue;
     const int producer = block.tensors[t].producer;
     if (producer < 0 || producer != unit_producer) units.emplace_back();
     units.back().push_back(t);

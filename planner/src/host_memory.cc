@@ -29,11 +29,8 @@ bool PaysForItsCopy(int64_t bytes, const HostLink& link) {
   return fixed_ms <= transfer_ms;
 }
 
-bool WorthOffloading(const BlockAnalysis& block, int t, Semantics semantics,
-                     const HostLink& link) {
-  if (!Offloadable(block, t)) return false;
-  if (semantics == Semantics::kTorchSac && block.tensors[t].held_until >= 0) return false;
-  return PaysForItsCopy(block.tensors[t].bytes, link);
+bool WorthOffloading(const BlockAnalysis& block, int t, const HostLink& link) {
+  return Offloadable(block, t) && PaysForItsCopy(block.tensors[t].bytes, link);
 }
 
 }  // namespace sacplan

@@ -40,14 +40,12 @@ double FixedCopyCostMs(const HostLink& link);
 // every per-copy cost 0 every tensor does.
 bool PaysForItsCopy(int64_t bytes, const HostLink& link);
 
-// Whether the planner may choose to offload tensor `t` of `block` under
-// `semantics`: Offloadable, worth its copy over `link` (PaysForItsCopy),
-// and, under torch-sac, not held by the block's code (held_until): the
-// code's reference keeps the device buffer alive past its last reader, so
-// the copy pays its costs while device and host both hold the tensor. A
-// plan that names such a tensor anyway is still simulated as it says.
-bool WorthOffloading(const BlockAnalysis& block, int t, Semantics semantics,
-                     const HostLink& link);
+// Whether the planner may choose to offload tensor `t` of `block`:
+// Offloadable (nothing else keeps it alive for good, such as autocast's
+// cache) and worth its copy over `link` (PaysForItsCopy). A tensor the
+// block's code holds for a while (held_until) stays a candidate: its copy
+// frees the device buffer once the code lets go (offload_copies.cc).
+bool WorthOffloading(const BlockAnalysis& block, int t, const HostLink& link);
 
 }  // namespace sacplan
 
