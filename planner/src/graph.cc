@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/planner/checked_math.h"
@@ -266,9 +267,7 @@ absl::Status CheckTotals(const Model& model) {
     for (const BlockInput& in : block.inputs) add(in.tensor.bytes);
     for (const Op& op : block.ops) {
       for (const TensorInfo& out : op.outputs) add(out.bytes);
-      add(op.workspace_bytes);
-      add(op.bwd_workspace_bytes);
-      add(op.param_bytes);
+      for (int64_t bytes : {op.workspace_bytes, op.bwd_workspace_bytes, op.param_bytes}) add(bytes);
       total_ms += op.fwd_ms + op.bwd_ms + op.checkpointed_fwd_ms.value_or(0) +
                   op.saved_fwd_ms.value_or(0) + op.checkpointed_bwd_ms.value_or(0) +
                   op.recompute_ms.value_or(0) + op.replay_ms.value_or(0);
@@ -276,11 +275,11 @@ absl::Status CheckTotals(const Model& model) {
       total_ms += h.fwd_ms + h.bwd_ms + h.checkpointed_fwd_ms + h.saved_fwd_ms +
                   h.checkpointed_bwd_ms + h.recompute_ms + h.replay_ms;
     }
-    add(block.fsdp.unsharded_param_bytes);
-    add(block.fsdp.sharded_grad_bytes);
-    add(block.fsdp.reduce_scatter_bytes);
-    add(block.fsdp.all_gather_workspace_bytes);
-    add(block.fsdp.reduce_scatter_workspace_bytes);
+    const BlockFsdp& g = block.fsdp;
+    for (int64_t bytes : {g.unsharded_param_bytes, g.sharded_grad_bytes, g.reduce_scatter_bytes,
+                          g.all_gather_workspace_bytes, g.reduce_scatter_workspace_bytes}) {
+      add(bytes);
+    }
     total_ms += block.fsdp.all_gather_ms + block.fsdp.reduce_scatter_ms;
   }
   const FixedMemory& f = model.fixed;
@@ -358,12 +357,13 @@ absl::Status ValidateModel(const Model& model) {
     return absl::InvalidArgumentError(
         "device.host_link: bandwidths must be finite and >= 0, host_memory_bytes >= 0");
   }
-  const double per_copy_us = link.offload_host_us + link.fetch_host_us + link.copy_setup_us;
-  if (!(std::isfinite(per_copy_us) && link.offload_host_us >= 0 && link.fetch_host_us >= 0 &&
-        link.copy_setup_us >= 0)) {
-    return absl::InvalidArgumentError(
-        "device.host_link: offload_host_us, fetch_host_us and copy_setup_us must be finite "
-        "and >= 0");
+  for (const auto& [key, us] : {std::pair{"offload_host_us", link.offload_host_us},
+                                {"fetch_host_us", link.fetch_host_us},
+                                {"copy_setup_us", link.copy_setup_us}}) {
+    if (!(std::isfinite(us) && us >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device.host_link.", key, ": must be finite and >= 0"));
+    }
   }
   if ((link.d2h_gbps > 0) != (link.h2d_gbps > 0)) {
     return absl::InvalidArgumentError(
@@ -383,13 +383,11 @@ bool SameTensor(const TensorInfo& a, const TensorInfo& b) {
 // Times aside, everything that decides an op's memory: its identity, what
 // its backward reads and the bytes it allocates.
 bool SameOpMemory(const Op& a, const Op& b) {
-  if (OpIdentity(a) != OpIdentity(b) ||
-      a.backward_needs != b.backward_needs ||
-      a.workspace_bytes != b.workspace_bytes ||
-      a.bwd_workspace_bytes != b.bwd_workspace_bytes ||
-      a.param_bytes != b.param_bytes || a.collective != b.collective ||
-      a.never_save != b.never_save || a.autocast_cached != b.autocast_cached ||
-      a.input_grad_bytes != b.input_grad_bytes ||
+  const auto memory = [](const Op& op) {
+    return std::tie(op.backward_needs, op.workspace_bytes, op.bwd_workspace_bytes, op.param_bytes,
+                    op.collective, op.never_save, op.autocast_cached, op.input_grad_bytes);
+  };
+  if (OpIdentity(a) != OpIdentity(b) || memory(a) != memory(b) ||
       a.outputs.size() != b.outputs.size()) {
     return false;
   }
@@ -400,12 +398,11 @@ bool SameOpMemory(const Op& a, const Op& b) {
 }
 
 bool SameOpTimes(const Op& a, const Op& b) {
-  return a.fwd_ms == b.fwd_ms && a.bwd_ms == b.bwd_ms &&
-         a.checkpointed_fwd_ms == b.checkpointed_fwd_ms &&
-         a.saved_fwd_ms == b.saved_fwd_ms &&
-         a.checkpointed_bwd_ms == b.checkpointed_bwd_ms &&
-         a.recompute_ms == b.recompute_ms && a.replay_ms == b.replay_ms &&
-         a.host == b.host && a.syncs == b.syncs;
+  const auto times = [](const Op& op) {
+    return std::tie(op.fwd_ms, op.bwd_ms, op.checkpointed_fwd_ms, op.saved_fwd_ms,
+                    op.checkpointed_bwd_ms, op.recompute_ms, op.replay_ms, op.host, op.syncs);
+  };
+  return times(a) == times(b);
 }
 
 }  // namespace
