@@ -89,12 +89,13 @@ absl::Status RunAutotune(const AutotuneFlags& flags) {
                             std::move(measured.profile.model), options));
   const AutotuneRound& final_round = result.chosen();
   if (result.preset) {
+    const AutotuneRound& other = result.preset_chosen ? result.final_round() : *result.preset;
     std::cout << absl::StrFormat(
-        "chose %s: %.1f ms measured against %.1f ms for %s\n",
+        "chose %s: %.1f ms measured against %.1f ms for %s (%s)\n",
         result.preset_chosen ? "preset " + result.preset->preset : "the plan",
-        final_round.run.median_step_ms,
-        (result.preset_chosen ? result.final_round() : *result.preset).run.median_step_ms,
-        result.preset_chosen ? "the plan" : "preset " + result.preset->preset);
+        CheckedStepMs(*setup.model, final_round.run), CheckedStepMs(*setup.model, other.run),
+        result.preset_chosen ? "the plan" : "preset " + result.preset->preset,
+        setup.model->device().is_cpu() ? "CPU time per step" : "per step");
   }
   if (!flags.output.empty()) {
     ASSIGN_OR_RETURN(const AnalyzedModel analyzed, AnalyzeModel(setup.model->graph()));

@@ -129,14 +129,18 @@ absl::Status CheckAgainstFastestPreset(const TorchModel& model, MemoryMeter& met
   ASSIGN_OR_RETURN(preset.run, TrainUnder(model, meter, fastest_masks, fitted.round, options,
                                           &preset.planned_recomputed_ops));
   preset.fits = preset.run.peak_bytes <= options.budget_bytes;
-  result.preset_chosen =
-      preset.fits && preset.run.median_step_ms < fitted.run.median_step_ms;
+  result.preset_chosen = preset.fits && CheckedStepMs(model, preset.run) <
+                                            CheckedStepMs(model, fitted.run);
   if (options.on_preset) options.on_preset(preset);
   result.preset = std::move(preset);
   return absl::OkStatus();
 }
 
 }  // namespace
+
+double CheckedStepMs(const TorchModel& model, const TrainResult& run) {
+  return model.device().is_cpu() ? run.median_cpu_ms : run.median_step_ms;
+}
 
 absl::StatusOr<AutotuneResult> Autotune(const TorchModel& model,
                                         MemoryMeter& meter, Model profiled,

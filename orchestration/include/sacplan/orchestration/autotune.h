@@ -64,12 +64,18 @@ struct AutotuneResult {
   // The preset the measured check trained, if it ran and a preset other
   // than the plan fit.
   std::optional<AutotuneRound> preset;
-  bool preset_chosen = false;  // the preset measured faster within the budget
+  bool preset_chosen = false;  // the preset measured faster (CheckedStepMs) within the budget
   // The round whose measured peak fit: the last one.
   const AutotuneRound& final_round() const { return rounds.back(); }
   // What to train with: the preset when it measured faster, else the plan.
   const AutotuneRound& chosen() const { return preset_chosen ? *preset : rounds.back(); }
 };
+
+// The step time the measured check compares (AutotuneOptions::
+// check_presets), in ms: on a CPU the process's CPU time per step (what a
+// step costs whatever else shares the cores: a busy machine stretches the
+// wall clock, not CPU time), on a GPU the wall clock's median step.
+double CheckedStepMs(const TorchModel& model, const TrainResult& run);
 
 // Plans `profiled` (the op graph of `model` with measured or modelled times:
 // usually MeasureCpuProfile(...).profile.model) for options.budget_bytes,
