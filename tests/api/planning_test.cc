@@ -119,5 +119,15 @@ TEST(PlanningTest, CompareListsThePresetsAndTheOptimalPlan) {
   EXPECT_NE(table->find("torch-sac semantics"), std::string::npos);
 }
 
+// The host's share of a step is said only where there is one.
+TEST(PlanningTest, StepSummarySaysTheWaitForTheHostOnlyWhenThereIsOne) {
+  StepResult result;
+  result.step_ms = 31;
+  EXPECT_EQ(StepSummary(result).find("waiting for the host"), std::string::npos);
+  result.host_wait_ms = 11;
+  EXPECT_NE(StepSummary(result).find("waiting for the host 11.00"), std::string::npos)
+      << StepSummary(result);
+}
+
 }  // namespace
 }  // namespace sacplan::api
