@@ -20,7 +20,7 @@ bool Covers(const SaveOutcome& a, const SaveOutcome& b) {
   return a.kept_bytes <= b.kept_bytes && a.recompute_ms <= b.recompute_ms + kMsTolerance;
 }
 
-bool Dominates(const BlockCost& a, const BlockCost& b) {
+bool DominatesWithinTolerance(const BlockCost& a, const BlockCost& b) {
   return a.kept_bytes <= b.kept_bytes && a.forward_peak_bytes <= b.forward_peak_bytes &&
          a.backward_peak_bytes <= b.backward_peak_bytes &&
          a.recompute_ms <= b.recompute_ms + kMsTolerance;
@@ -424,14 +424,14 @@ TEST(ParetoCandidatesTest, KeepsExactlyTheUndominatedCosts) {
                 EvaluateBlock(block, kept[i].mask, semantics).kept_bytes);
       for (size_t j = 0; j < kept.size(); ++j) {
         if (i != j) {
-          EXPECT_FALSE(Dominates(kept[j].cost, kept[i].cost)) << i << " " << j;
+          EXPECT_FALSE(DominatesWithinTolerance(kept[j].cost, kept[i].cost)) << i << " " << j;
         }
       }
     }
     for (const SaveMask& mask : all) {
       const BlockCost cost = EvaluateBlock(block, mask, semantics);
       EXPECT_TRUE(std::any_of(kept.begin(), kept.end(), [&](const BlockCandidate& c) {
-        return Dominates(c.cost, cost);
+        return DominatesWithinTolerance(c.cost, cost);
       }));
     }
   }
