@@ -107,7 +107,7 @@ struct ScheduleStep {
   int op = 0;
   // Activation tensor indices freed after it. Inline: a step frees a few at
   // most, and the solver evaluates blocks in its inner loop, where a heap
-  // allocation per step would cost more than the evaluation itself.
+  // allocation per step adds about half again to each evaluation.
   absl::InlinedVector<int, 4> free_after;
   // Backward steps only (kActivationGrads; the op's parameter gradients are
   // its param_bytes). Before the op: its outputs' slice gradients joined
