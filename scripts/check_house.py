@@ -6,7 +6,7 @@ its own floor or above. Prints each include that runs sideways or back up,
 one line each, and exits 1 if there is any; exits 0 and prints a summary
 otherwise.
 
-Usage: scripts/check_layers.py [repository root, default: this checkout]
+Usage: scripts/check_house.py [repository root, default: this checkout]
 """
 import pathlib
 import re
@@ -31,6 +31,9 @@ FLOORS = [
 # cmake/ holds build support (the precompiled LibTorch header).
 UNCHECKED = {"tests", "bench", "fuzz", "build", "out", "cmake"}
 PLANNER_ROOMS = ("ir", "memory", "search", "plan_io")
+# A file longer than this does more than one job (STYLE.md, small files).
+MAX_LINES = 450
+SIZED_SUFFIXES = {".h", ".cc", ".cu", ".cuh", ".inc", ".py", ".sh", ".cmake"}
 SOURCE_SUFFIXES = {".h", ".cc", ".cu", ".cuh", ".inc"}
 
 FLOOR_OF = {folder: n for n, floor in enumerate(FLOORS) for folder in floor}
@@ -63,8 +66,22 @@ def folder_of_include(target, own_folder):
     return own_folder
 
 
-def violations(root):
-    files = subprocess.check_output(["git", "ls-files"], cwd=root, text=True).split()
+def tracked_files(root):
+    return subprocess.check_output(["git", "ls-files"], cwd=root, text=True).split()
+
+
+def oversized(root, files):
+    found = []
+    for name in files:
+        if pathlib.PurePosixPath(name).suffix not in SIZED_SUFFIXES:
+            continue
+        lines = (root / name).read_text(errors="replace").count("\n")
+        if lines > MAX_LINES:
+            found.append(f"{name}: {lines} lines, over {MAX_LINES}")
+    return found
+
+
+def layer_breaches(root, files):
     found, checked = [], 0
     for name in files:
         rel = pathlib.PurePosixPath(name)
@@ -74,7 +91,7 @@ def violations(root):
         if own is None:
             continue
         if own not in FLOOR_OF:
-            found.append(f"{name}: folder {own} has no floor in scripts/check_layers.py")
+            found.append(f"{name}: folder {own} has no floor in scripts/check_house.py")
             continue
         checked += 1
         text = (root / name).read_text(errors="replace")
@@ -93,13 +110,16 @@ def violations(root):
 def main():
     here = pathlib.Path(__file__).resolve().parent.parent
     root = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else here
-    found, checked = violations(root)
+    files = tracked_files(root)
+    found, checked = layer_breaches(root, files)
+    found += oversized(root, files)
     for line in found:
         print(line)
     if found:
-        print(f"check_layers: {len(found)} include(s) against the layers", file=sys.stderr)
+        print(f"check_house: {len(found)} breach(es) of the house rules", file=sys.stderr)
         return 1
-    print(f"check_layers: {checked} files, every include points down")
+    print(f"check_house: {checked} sources, every include points down; "
+          f"no file over {MAX_LINES} lines")
     return 0
 
 
