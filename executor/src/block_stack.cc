@@ -12,7 +12,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 
 namespace sacplan::executor_internal {
 namespace {

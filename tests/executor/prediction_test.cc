@@ -10,8 +10,8 @@
 
 #include "executor_test_util.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
