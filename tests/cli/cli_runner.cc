@@ -57,6 +57,23 @@ CliResult RunBinary(const std::string& binary, const std::vector<std::string>& a
   return result;
 }
 
+std::string MustRun(const std::vector<std::string>& args, const std::filesystem::path& dir) {
+  CliResult r = RunSacplan(args, dir);
+  EXPECT_EQ(r.exit_code, 0) << "stderr: " << r.err;
+  EXPECT_EQ(r.err, "");
+  return r.out;
+}
+
+std::filesystem::path MakeProfile(const std::filesystem::path& dir,
+                                  const std::vector<std::string>& model) {
+  std::filesystem::path profile = dir / "profile.json";
+  std::vector<std::string> args = {"profile"};
+  args.insert(args.end(), model.begin(), model.end());
+  args.insert(args.end(), {"--device", "h100", "-o", profile.string()});
+  MustRun(args, dir);
+  return profile;
+}
+
 std::filesystem::path FreshDir(const std::string& name) {
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
                               ("sacplan_cli_" + std::to_string(getpid())) /
