@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cpu_measure.h"
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 
 namespace sacplan::cpu_profiler_internal {
 namespace {

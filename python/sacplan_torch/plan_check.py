@@ -54,7 +54,7 @@ MAX_MEASURED = 3
 # Re-plans for a plan whose measured peak is over the budget.
 MAX_REPLANS = 2
 
-# The presets the check may measure: planner/include/sacplan/planner/presets.h
+# The presets the check may measure: planner/include/sacplan/planner/search/presets.h
 # (PresetNames(), every_nth:N made concrete as the planner's compare does).
 PRESETS = ("none", "full", "torchtitan", "attn_only", "megatron", "every_nth:2",
            "every_nth:4")

@@ -17,8 +17,8 @@
 
 #include "sacplan/api/host_memory.h"
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/host_memory.h"
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/memory/host_memory.h"
+#include "sacplan/planner/plan_io/plan.h"
 
 namespace nb = nanobind;
 
