@@ -9,7 +9,7 @@
 
 #include <span>
 
-#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/memory/schedule.h"
 #include "stack_state.h"
 
 namespace sacplan::executor_internal {

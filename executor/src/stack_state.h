@@ -13,8 +13,8 @@
 #include "block_stack.h"
 #include "host_copies.h"
 #include "sacplan/metering/memory_meter.h"
-#include "sacplan/planner/memory_tracker.h"
-#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/memory/memory_tracker.h"
+#include "sacplan/planner/memory/schedule.h"
 
 namespace sacplan::executor_internal {
 
