@@ -23,13 +23,13 @@ mkdir -p "$reports"
 ctest --preset default --output-junit "$reports/unit.xml"
 
 # Step-time fidelity (ctest label fidelity): predicted against measured CPU
-# step time within 20% (this machine's speed moves by more than 10% within
-# minutes: README, "Measured error on CPU"). Alone, after the unit run,
+# step time within the README's 10% plus a 5% margin for the clock
+# (tests/executor/step_time_fidelity_test.cc). Alone, after the unit run,
 # since load from other tests moves the CPU clock too; each round is
-# bracketed by two profiles for the same reason
-# (tests/executor/step_time_fidelity_test.cc). Bounded: each test gathers
-# rounds for at most 2 minutes and has a 600 s timeout, and a failing one is
-# run at most twice more (preset "fidelity": until-pass, 3 runs).
+# bracketed by two profiles, and a round over which they disagree (the
+# machine's speed moved) is measured again instead of judged. Bounded: each
+# test gathers rounds for at most 2 minutes (6 rounds) and has a 600 s
+# timeout; a failing test is not rerun.
 ctest --preset fidelity --output-junit "$reports/fidelity.xml"
 
 # sacplan_torch (python/): capture, apply_plan, measure_peak, FSDP2 on two
