@@ -19,6 +19,7 @@ from xml.etree import ElementTree
 CTEST_SKIP_MESSAGE = "SKIP_REGULAR_EXPRESSION_MATCHED"
 # GoogleTest's line before a GTEST_SKIP() message: "file.cc:22: Skipped".
 GTEST_SKIPPED_LINE = re.compile(r"^\S+:\d+: Skipped$")
+GTEST_PARAM_NOTE = "  # GetParam() = "
 
 
 def gtest_reason(output):
@@ -42,8 +43,10 @@ def skipped_tests(path):
         skipped = case.find("skipped")
         if skipped is None:
             continue
-        name = case.get("name", "?")
-        classname = case.get("classname", "")
+        # ctest names a parameterized GoogleTest case with its value's bytes
+        # after "  # GetParam() = ": noise in a summary.
+        name = case.get("name", "?").split(GTEST_PARAM_NOTE)[0]
+        classname = case.get("classname", "").split(GTEST_PARAM_NOTE)[0]
         if classname and classname != name:
             name = f"{classname}::{name}"
         message = skipped.get("message", "")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/test_skips.py on a ctest JUnit report (a GoogleTest case skipped
-# for want of a GPU, one passed) and a pytest one (a skip with its reason):
+# scripts/test_skips.py on a ctest JUnit report (two GoogleTest cases
+# skipped for want of a GPU, one parameterized, and one passed) and a pytest
+# one (a skip with its reason):
 # each skipped test is one line with its reason, the passed one is not
 # listed, and a missing report is one line and exit 2.
 set -uo pipefail
@@ -12,13 +13,20 @@ fail() { echo "$*"; failures=$((failures + 1)); }
 
 cat >"$tmp/ctest.xml" <<'XML'
 <?xml version="1.0" encoding="UTF-8"?>
-<testsuite name="(empty)" tests="2" failures="0" disabled="0" skipped="1">
+<testsuite name="(empty)" tests="3" failures="0" disabled="0" skipped="2">
 	<testcase name="CudaOffloadTest.Plans" classname="CudaOffloadTest.Plans" status="notrun">
 		<skipped message="SKIP_REGULAR_EXPRESSION_MATCHED"/>
 		<system-out>[ RUN      ] CudaOffloadTest.Plans
 /src/tests/executor/cuda_offload_test.cc:22: Skipped
 needs a GPU (no NVIDIA driver on this machine)
 [  SKIPPED ] CudaOffloadTest.Plans (0 ms)
+</system-out>
+	</testcase>
+	<testcase name="Dtypes/FusedGpuTest.Rope/float32  # GetParam() = 16-byte object &lt;06-00&gt;" classname="Dtypes/FusedGpuTest.Rope/float32  # GetParam() = 16-byte object &lt;06-00&gt;" status="notrun">
+		<skipped message="SKIP_REGULAR_EXPRESSION_MATCHED"/>
+		<system-out>/src/tests/kernels/fused_gpu_test.cc:23: Skipped
+needs a GPU (no CUDA device)
+[  SKIPPED ] Dtypes/FusedGpuTest.Rope/float32 (0 ms)
 </system-out>
 	</testcase>
 	<testcase name="PredictionTest.Peak" classname="PredictionTest.Peak" status="run">
@@ -38,8 +46,9 @@ XML
 
 out="$(python3 "$root/scripts/test_skips.py" "$tmp/ctest.xml" "$tmp/pytest.xml")" ||
   fail "exit status $? on two readable reports"
-expected="skipped: 2 tests (they did not run here, so they did not pass)
+expected="skipped: 3 tests (they did not run here, so they did not pass)
   CudaOffloadTest.Plans: skipped: needs a GPU (no NVIDIA driver on this machine)
+  Dtypes/FusedGpuTest.Rope/float32: skipped: needs a GPU (no CUDA device)
   tests.test_find_blocks::test_diffusers: skipped: could not import 'diffusers': No module named 'diffusers'"
 [ "$out" = "$expected" ] || fail "summary:
 $out
