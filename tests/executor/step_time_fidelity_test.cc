@@ -58,7 +58,10 @@ constexpr double kTimeTolerance = kStatedError + kClockMargin;
 // Each plan trains one untimed step (its optimizer state is new and its
 // caches are another plan's) and kStepsPerRound timed ones a round.
 constexpr int kStepsPerRound = 5;
-// The verdict is each plan's median error over kJudgedRounds steady rounds.
+// The verdict is each plan's median error over kJudgedRounds steady rounds:
+// with both cores loaded, one plan's steps in a round whose profiles agreed
+// still missed by 20% while its other rounds were within 3%, since the
+// speed can move during the steps alone.
 constexpr int kJudgedRounds = 3;
 // A round whose profiles disagree (the clock moved, the model is not in
 // question) is dropped and measured again, at most kMaxRounds rounds in all
@@ -81,13 +84,14 @@ struct AnalyzedProfile {
 struct TimedPlan {
   testing::CheckedPlan plan;
   std::vector<double> predicted_ms, measured_ms;
-  double Error() const {
+  std::vector<double> RoundErrors() const {
     std::vector<double> errors;
     for (size_t r = 0; r < predicted_ms.size(); ++r) {
       errors.push_back((measured_ms[r] - predicted_ms[r]) / predicted_ms[r]);
     }
-    return Median(errors);
+    return errors;
   }
+  double Error() const { return Median(RoundErrors()); }
 };
 
 TEST_P(StepTimeFidelityTest, StepTimeWithinTolerance) {
@@ -168,11 +172,17 @@ TEST_P(StepTimeFidelityTest, StepTimeWithinTolerance) {
 
   for (const TimedPlan& p : plans) {
     SCOPED_TRACE(p.plan.name + " " + SemanticsName(p.plan.semantics));
+    std::string rounds_text;
+    for (double e : p.RoundErrors()) {
+      char round_text[16];
+      std::snprintf(round_text, sizeof(round_text), " %+.1f%%", 100 * e);
+      rounds_text += round_text;
+    }
     std::printf("%-12s %-9s %-8s step %7.2f vs %7.2f ms (median of rounds), "
-                "median error %+.1f%% over %d judged rounds (tolerance %.0f%%)\n",
+                "median error %+.1f%% of rounds%s (tolerance %.0f%%)\n",
                 GetParam().label.c_str(), SemanticsName(p.plan.semantics),
                 p.plan.name.c_str(), Median(p.measured_ms), Median(p.predicted_ms),
-                100 * p.Error(), judged, 100 * kTimeTolerance);
+                100 * p.Error(), rounds_text.c_str(), 100 * kTimeTolerance);
     EXPECT_LE(std::abs(p.Error()), kTimeTolerance);
   }
 }
