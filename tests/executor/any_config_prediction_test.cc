@@ -27,7 +27,7 @@ namespace {
 
 using testing::ModelCase;
 
-// The README's claim ("Measured error on CPU"): on these configs a profile
+// The README's claim (Accuracy, the executor row): on these configs a profile
 // measured on this CPU predicts the peak of none, full and an optimal plan
 // under both semantics within 0.7%.
 constexpr double kStatedPeakError = 0.007;
