@@ -1,10 +1,9 @@
 // sacplan_torch._planner: the planner in the Python process (nanobind).
 // Each function takes a profile (and plan) as JSON text or a file path and
-// returns what the command line writes, byte for byte, from the same code
-// (sacplan/api/planning.h). Errors raise _planner.PlannerError with the
+// returns what the command line writes, byte for byte, from the same calls
+// (sacplan/api/commands.h). Errors raise _planner.PlannerError with the
 // command line's one-line message; sacplan_torch turns it into
 // SacplanError. The GIL is released while planning.
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +14,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include "sacplan/api/commands.h"
 #include "sacplan/api/host_memory.h"
 #include "sacplan/api/planning.h"
 #include "sacplan/planner/memory/host_memory.h"
@@ -45,9 +45,10 @@ struct Source {
   std::string name;
 };
 
-std::unique_ptr<api::LoadedProfile> LoadProfile(const Source& profile) {
-  return OrRaise(profile.is_path ? api::LoadProfileFile(profile.text_or_path)
-                                 : api::LoadProfileText(profile.text_or_path, profile.name));
+// The source as the api's commands take it (sacplan/api/commands.h).
+api::Document ToDocument(const Source& source) {
+  if (source.is_path) return {.name = source.text_or_path};
+  return {.name = source.name, .text = source.text_or_path};
 }
 
 Plan LoadPlan(const Source& plan) {
@@ -62,30 +63,27 @@ std::pair<std::string, std::string> MakePlan(const Source& profile, const std::s
                                              const std::string& semantics,
                                              const std::string& host_budget,
                                              const std::string& output_name) {
-  if (budget.empty() && preset.empty()) {
-    throw PlannerError("give budget (the fastest plan that fits) or preset");
-  }
-  PlanRequest request;
-  if (!budget.empty()) request.budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
-  request.semantics = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
-  request.budget_kind = OrRaise(ParseBudgetKind(budget_kind));
-  request.preset = preset;
-  request.host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  request.model_name = loaded->profile->model_name;
-  request.model_config = loaded->profile->model_config;
-  api::PlanOutput out = OrRaise(api::MakePlanText(*loaded, request, output_name));
-  return {std::move(out.plan_json), std::move(out.summary)};
+  api::PlanAnswer answer = OrRaise(api::PlanCommand({.profile = ToDocument(profile),
+                                                     .budget = budget,
+                                                     .budget_kind = budget_kind,
+                                                     .preset = preset,
+                                                     .semantics = semantics,
+                                                     .host_budget = host_budget,
+                                                     .output = output_name,
+                                                     .names = api::FlagNames::kKeywords}));
+  return {std::move(answer.plan_json), std::move(answer.summary)};
 }
 
 // `sacplan simulate --json` (the line without its newline).
 std::string Simulate(const Source& profile, const Source& plan,
                      const std::optional<std::string>& semantics) {
-  std::optional<Semantics> chosen;
-  if (semantics.has_value()) chosen = OrRaise(api::ParseSemanticsText(*semantics, "semantics"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  const Plan parsed = LoadPlan(plan);
-  return api::SimulationJson(OrRaise(api::Simulate(*loaded, parsed, chosen, plan.name)));
+  api::SimulateAnswer answer = OrRaise(api::SimulateCommand({.profile = ToDocument(profile),
+                                                             .plan = ToDocument(plan),
+                                                             .semantics = semantics,
+                                                             .json = true,
+                                                             .names = api::FlagNames::kKeywords}));
+  answer.output.pop_back();
+  return std::move(answer.output);
 }
 
 // Reads the plan with the command line's reader, alone (no profile);
@@ -95,25 +93,24 @@ void ReadPlan(const Source& plan) { LoadPlan(plan); }
 // `sacplan compare`'s table.
 std::string Compare(const Source& profile, const std::string& budget,
                     const std::string& semantics, const std::string& host_budget) {
-  const int64_t budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
-  const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
-  const int64_t host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  return OrRaise(api::CompareText(*loaded, budget_bytes, chosen, host_budget_bytes));
+  return OrRaise(api::CompareCommand({.profile = ToDocument(profile),
+                                      .budget = budget,
+                                      .semantics = semantics,
+                                      .host_budget = host_budget,
+                                      .names = api::FlagNames::kKeywords}))
+      .table;
 }
 
 // (frontier.json text, summary): `sacplan frontier`.
 std::pair<std::string, std::string> Frontier(const Source& profile, int points,
                                              const std::string& semantics,
                                              const std::string& host_budget) {
-  absl::Status valid = api::CheckFrontierPoints(points, "points");
-  if (!valid.ok()) throw PlannerError(std::string(valid.message()));
-  const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
-  const int64_t host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  api::FrontierOutput out =
-      OrRaise(api::FrontierText(*loaded, points, chosen, host_budget_bytes));
-  return {std::move(out.frontier_json), std::move(out.summary)};
+  api::FrontierAnswer answer = OrRaise(api::FrontierCommand({.profile = ToDocument(profile),
+                                                             .points = points,
+                                                             .semantics = semantics,
+                                                             .host_budget = host_budget,
+                                                             .names = api::FlagNames::kKeywords}));
+  return {std::move(answer.frontier_json), std::move(answer.summary)};
 }
 
 // apply_plan's check before it pins: PlannerError with api::CheckHostFits'

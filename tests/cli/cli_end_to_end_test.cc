@@ -1,11 +1,10 @@
-// The CLI as a user drives it: profile -> plan -> simulate round trips, the
-// compare table, and the headline claims on Wan2.1-1.3B at 72,000
-// tokens on an h100 roofline profile.
+// The CLI as a user drives it: profile -> plan -> simulate round trips,
+// offload by default, calibration, the reserved budget kind, and the
+// headline claim on Wan2.1-1.3B at 72,000 tokens on an h100 roofline
+// profile. The compare table and the frontier: cli_compare_frontier_test.cc.
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,43 +16,6 @@ namespace sacplan::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Runs a command that must succeed; returns its stdout.
-std::string MustRun(const std::vector<std::string>& args, const fs::path& dir) {
-  CliResult r = RunSacplan(args, dir);
-  EXPECT_EQ(r.exit_code, 0) << "stderr: " << r.err;
-  EXPECT_EQ(r.err, "");
-  return r.out;
-}
-
-fs::path MakeProfile(const fs::path& dir, const std::vector<std::string>& model) {
-  fs::path profile = dir / "profile.json";
-  std::vector<std::string> args = {"profile"};
-  args.insert(args.end(), model.begin(), model.end());
-  args.insert(args.end(), {"--device", "h100", "-o", profile.string()});
-  MustRun(args, dir);
-  return profile;
-}
-
-struct Predicted {
-  int64_t peak_bytes = 0;
-  double step_ms = 0;
-  int64_t reserved_peak_bytes = 0;
-};
-
-Predicted PlanWith(const fs::path& dir, const fs::path& profile,
-                   const std::vector<std::string>& how,
-                   const std::string& name) {
-  fs::path plan = dir / (name + ".json");
-  std::vector<std::string> args = {"plan", "--profile", profile.string(), "-o",
-                                   plan.string()};
-  args.insert(args.end(), how.begin(), how.end());
-  MustRun(args, dir);
-  nlohmann::json doc = ReadJson(plan);
-  return {doc.at("predicted").at("peak_bytes").get<int64_t>(),
-          doc.at("predicted").at("step_ms").get<double>(),
-          doc.at("predicted").at("reserved_peak_bytes").get<int64_t>()};
-}
 
 TEST(CliEndToEnd, PlanThenSimulateJsonReproducesThePrediction) {
   fs::path dir = FreshDir("round_trip");
@@ -96,151 +58,6 @@ TEST(CliEndToEnd, PlanThenSimulateJsonReproducesThePrediction) {
   }
 }
 
-// Offload: a plan with a host budget is schema /2, lists what it
-// offloads, fits its budget below full checkpointing's peak, and simulate
-// reproduces its prediction, host bytes and exposed copy time included.
-TEST(CliEndToEnd, OffloadPlanFitsBelowFullAndSimulatesAsPredicted) {
-  fs::path dir = FreshDir("offload_round_trip");
-  // At its default tokens wan-tiny peaks in the embeddings' backward,
-  // whatever the plan; at 4096 in its blocks.
-  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny", "--tokens", "4096"});
-  ASSERT_TRUE(ReadJson(profile).at("device").contains("host_link"));
-  int64_t sacplan_budget = 0;  // between the least peaks with and without offload
-  for (const std::string semantics : {"sacplan", "torch-sac"}) {
-    fs::path plan = dir / ("offload_" + semantics + ".json");
-    const std::vector<std::string> args = {"plan", "--host-budget", "0", "--profile",
-                                           profile.string(), "--semantics", semantics,
-                                           "-o", plan.string(), "--budget"};
-    std::vector<std::string> with_host = {"plan", "--host-budget", "auto"};
-    with_host.insert(with_host.end(), args.begin() + 3, args.end());
-    // The least peaks without and with offload, from the errors that name them.
-    auto least_peak = [&](std::vector<std::string> command) {
-      command.push_back("1KB");
-      const CliResult r = RunSacplan(command, dir);
-      EXPECT_EQ(r.exit_code, 2) << r.err;
-      const size_t at = r.err.find("give a budget of ");
-      EXPECT_NE(at, std::string::npos) << r.err;
-      return std::stoll(r.err.substr(at + 17));
-    };
-    const int64_t without = least_peak(args);
-    const int64_t with = least_peak(with_host);
-    ASSERT_LT(with, without);
-    const int64_t budget = (with + without) / 2;
-    if (semantics == "sacplan") sacplan_budget = budget;
-    with_host.push_back(std::to_string(budget));
-    const std::string summary = MustRun(with_host, dir);
-    EXPECT_NE(summary.find("offload "), std::string::npos) << summary;
-    nlohmann::json planned = ReadJson(plan);
-    EXPECT_EQ(planned.at("schema"), "sacplan.plan/2");
-    const nlohmann::json& predicted = planned.at("predicted");
-    EXPECT_LE(predicted.at("peak_bytes").get<int64_t>(), budget);
-    EXPECT_GT(predicted.at("offloaded_bytes").get<int64_t>(), 0);
-    int offloading_blocks = 0;
-    for (const nlohmann::json& block : planned.at("blocks")) {
-      offloading_blocks += block.contains("offload") ? 1 : 0;
-    }
-    EXPECT_GT(offloading_blocks, 0);
-
-    nlohmann::json simulated = nlohmann::json::parse(
-        MustRun({"simulate", "--profile", profile.string(), "--plan", plan.string(), "--json"},
-                dir));
-    EXPECT_TRUE(simulated.at("prediction_holds").get<bool>());
-    EXPECT_TRUE(simulated.at("fits").get<bool>());
-    EXPECT_EQ(simulated.at("offloaded_bytes"), predicted.at("offloaded_bytes"));
-    EXPECT_EQ(simulated.at("host_peak_bytes"), predicted.at("host_peak_bytes"));
-    EXPECT_DOUBLE_EQ(simulated.at("exposed_copy_ms").get<double>(),
-                     predicted.at("exposed_copy_ms").get<double>());
-  }
-  // A host budget too small for the budget names one that fits.
-  const fs::path plan = dir / "host_budget.json";
-  const std::vector<std::string> starved = {"plan",
-                                            "--profile",
-                                            profile.string(),
-                                            "--budget",
-                                            std::to_string(sacplan_budget),
-                                            "--host-budget",
-                                            "100kB",
-                                            "-o",
-                                            plan.string()};
-  const CliResult refused = RunSacplan(starved, dir);
-  EXPECT_EQ(refused.exit_code, 2) << refused.err;
-  EXPECT_EQ(LineCount(refused.err), 1) << refused.err;
-  const size_t at = refused.err.find("a host budget of ");
-  ASSERT_NE(at, std::string::npos) << refused.err;
-  const size_t open = refused.err.find('(', at);
-  const std::string named = std::to_string(std::stoll(refused.err.substr(open + 1)));
-  std::vector<std::string> enough = starved;
-  enough[6] = named;
-  MustRun(enough, dir);
-  EXPECT_LE(ReadJson(plan).at("predicted").at("host_peak_bytes").get<int64_t>(),
-            std::stoll(named));
-  // The compare table puts the offload plan beside the optimal one.
-  const std::string table = MustRun({"compare", "--profile", profile.string(), "--budget",
-                                     "1GB", "--host-budget", "64GB"},
-                                    dir);
-  EXPECT_NE(table.find("\noffload "), std::string::npos) << table;
-  EXPECT_NE(table.find("\noptimal "), std::string::npos) << table;
-}
-
-// Offload is the planning commands' default wherever the profile has a
-// host link: plan then writes what --host-budget auto writes. On a profile
-// without one (as a CPU profile has none) the default keeps and
-// recomputes only, as --host-budget 0 does, while asking for offload there
-// is one line and exit 2.
-TEST(CliEndToEnd, OffloadIsTheDefaultWhereTheProfileHasAHostLink) {
-  fs::path dir = FreshDir("offload_default");
-  fs::path linked = MakeProfile(dir, {"--model", "wan-tiny", "--tokens", "4096"});
-  nlohmann::json unlinked_doc = ReadJson(linked);
-  unlinked_doc.at("device").erase("host_link");
-  const fs::path unlinked = dir / "unlinked.json";
-  WriteJson(unlinked, unlinked_doc);
-  // Below keep-or-recompute's least peak, where only offload fits.
-  auto least_peak = [&](const fs::path& profile, const std::string& host_budget) {
-    const CliResult r = RunSacplan({"plan", "--profile", profile.string(), "--budget", "1KB",
-                                    "--host-budget", host_budget, "-o",
-                                    (dir / "never.json").string()},
-                                   dir);
-    EXPECT_EQ(r.exit_code, 2) << r.err;
-    const size_t at = r.err.find("give a budget of ");
-    EXPECT_NE(at, std::string::npos) << r.err;
-    return std::stoll(r.err.substr(at + 17));
-  };
-  const int64_t with = least_peak(linked, "auto");
-  ASSERT_LT(with, least_peak(linked, "0"));
-  const std::string budget = std::to_string(with);
-  auto plan_text = [&](const fs::path& profile, const std::vector<std::string>& extra) {
-    const fs::path out = dir / "plan.json";
-    std::vector<std::string> command = {"plan", "--profile", profile.string(), "--budget",
-                                        budget, "-o", out.string()};
-    command.insert(command.end(), extra.begin(), extra.end());
-    MustRun(command, dir);
-    return ReadText(out);
-  };
-  const std::string by_default = plan_text(linked, {});
-  EXPECT_EQ(by_default, plan_text(linked, {"--host-budget", "auto"}));
-  EXPECT_NE(by_default.find("\"offload\""), std::string::npos);
-  const std::string table = MustRun(
-      {"compare", "--profile", linked.string(), "--budget", budget}, dir);
-  EXPECT_NE(table.find("\noffload "), std::string::npos) << table;
-
-  const std::string unlinked_budget = std::to_string(least_peak(unlinked, "0") * 2);
-  const fs::path out = dir / "unlinked_plan.json";
-  MustRun({"plan", "--profile", unlinked.string(), "--budget", unlinked_budget, "-o",
-           out.string()},
-          dir);
-  EXPECT_EQ(ReadJson(out).at("schema"), "sacplan.plan/1");
-  const std::string unlinked_table = MustRun(
-      {"compare", "--profile", unlinked.string(), "--budget", unlinked_budget}, dir);
-  EXPECT_EQ(unlinked_table.find("\noffload "), std::string::npos) << unlinked_table;
-  const CliResult asked = RunSacplan({"plan", "--profile", unlinked.string(), "--budget",
-                                      unlinked_budget, "--host-budget", "auto", "-o",
-                                      out.string()},
-                                     dir);
-  EXPECT_EQ(asked.exit_code, 2) << asked.err;
-  EXPECT_EQ(LineCount(asked.err), 1) << asked.err;
-  EXPECT_NE(asked.err.find("host_link"), std::string::npos) << asked.err;
-}
-
 TEST(CliEndToEnd, VideoShapeGivesTheSameProfileAsTokens) {
   fs::path dir = FreshDir("video_shape");
   fs::path by_shape = dir / "shape.json";
@@ -252,71 +69,6 @@ TEST(CliEndToEnd, VideoShapeGivesTheSameProfileAsTokens) {
            "--layers", "2", "-o", by_tokens.string()},
           dir);
   EXPECT_EQ(ReadJson(by_shape), ReadJson(by_tokens));
-}
-
-TEST(CliEndToEnd, CompareListsEveryPresetAndTheOptimalPlan) {
-  fs::path dir = FreshDir("compare");
-  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny"});
-  std::string out = MustRun(
-      {"compare", "--profile", profile.string(), "--budget", "100GB"}, dir);
-  std::vector<std::string> rows = {"every_nth:2", "every_nth:4", "optimal"};
-  for (const std::string& name : PresetNames()) {
-    if (name.rfind("every_nth", 0) != 0) rows.push_back(name);
-  }
-  for (const std::string& row : rows) {
-    EXPECT_NE(out.find("\n" + row + " "), std::string::npos)
-        << row << " missing from:\n" << out;
-  }
-}
-
-TEST(CliEndToEnd, CompareSaysWhenNoPlanFits) {
-  fs::path dir = FreshDir("compare_infeasible");
-  fs::path profile = MakeProfile(dir, {"--model", "wan-tiny"});
-  std::string out = MustRun(
-      {"compare", "--profile", profile.string(), "--budget", "1KB"}, dir);
-  EXPECT_NE(out.find("optimal       infeasible"), std::string::npos) << out;
-}
-
-// The peak columns' unit follows the table's magnitude: a tiny model's
-// peaks in MB (not "0.02" GB on every row), Wan2.1-1.3B's in GB; the
-// figures in a row are the plan's own allocated and reserved peaks in that
-// unit.
-TEST(CliEndToEnd, ComparePrintsPeaksInAUnitFittingTheirSize) {
-  struct Case {
-    std::vector<std::string> model;
-    const char* unit;
-    double unit_bytes;
-  };
-  const std::vector<Case> cases = {
-      {{"--model", "wan-tiny"}, "MB", 1e6},
-      {{"--model", "wan2.1-1.3b", "--tokens", "72000", "--layers", "4"}, "GB", 1e9}};
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.unit);
-    fs::path dir = FreshDir(std::string("compare_unit_") + c.unit);
-    fs::path profile = MakeProfile(dir, c.model);
-    const Predicted none = PlanWith(dir, profile, {"--preset", "none"}, "none");
-    const Predicted full = PlanWith(dir, profile, {"--preset", "full"}, "full");
-    // The case's premise: its largest peak (none's) is 1 to 1000 units.
-    ASSERT_GE(none.peak_bytes, c.unit_bytes);
-    ASSERT_LT(none.peak_bytes, 1000 * c.unit_bytes);
-    std::string out = MustRun(
-        {"compare", "--profile", profile.string(), "--budget", "100GB"}, dir);
-    EXPECT_NE(out.find(std::string("peak (") + c.unit + ")"), std::string::npos) << out;
-    for (const auto& [name, predicted] :
-         {std::pair<std::string, Predicted>{"none", none}, {"full", full}}) {
-      const size_t row = out.find("\n" + name + " ");
-      ASSERT_NE(row, std::string::npos) << out;
-      std::istringstream line(out.substr(row + 1 + name.size()));
-      double shown_peak = 0, shown_reserved = 0;
-      line >> shown_peak >> shown_reserved;
-      // Printed with two decimals.
-      EXPECT_NEAR(shown_peak, predicted.peak_bytes / c.unit_bytes, 0.005 + 1e-9)
-          << name << "\n" << out;
-      EXPECT_NEAR(shown_reserved, predicted.reserved_peak_bytes / c.unit_bytes, 0.005 + 1e-9)
-          << name << "\n" << out;
-      EXPECT_GT(predicted.reserved_peak_bytes, predicted.peak_bytes);
-    }
-  }
 }
 
 // --calibrate-from: profiles "measured" at 256 and 512 tokens whose op times
@@ -439,59 +191,6 @@ TEST(CliEndToEnd, Wan13BOptimalBeatsAttnOnlyAndFullAtTheirPeaks) {
     EXPECT_LE(optimal.peak_bytes, fixed.peak_bytes) << preset;
     EXPECT_LT(optimal.step_ms, fixed.step_ms) << preset;
   }
-}
-
-// For every preset, some frontier plan uses no more memory and is no slower.
-// Every figure carries its reserved peak, the one `plan` predicts for it.
-void ExpectFrontierDominatesPresets(const fs::path& dir, const fs::path& profile,
-                                    const std::string& semantics) {
-  fs::path frontier_path = dir / ("frontier_" + semantics + ".json");
-  MustRun({"frontier", "--profile", profile.string(), "--semantics", semantics,
-           "-o", frontier_path.string()},
-          dir);
-  nlohmann::json frontier = ReadJson(frontier_path);
-  ASSERT_EQ(frontier.at("schema"), "sacplan.frontier/1");
-  ASSERT_FALSE(frontier.at("points").empty());
-  ASSERT_FALSE(frontier.at("presets").empty());
-  for (const nlohmann::json& figures : {frontier.at("points"), frontier.at("presets")}) {
-    for (const nlohmann::json& f : figures) {
-      EXPECT_GT(f.at("reserved_peak_bytes").get<int64_t>(), f.at("peak_bytes").get<int64_t>());
-    }
-  }
-  const Predicted full = PlanWith(dir, profile, {"--preset", "full", "--semantics", semantics},
-                                  "full_" + semantics);
-  for (const nlohmann::json& preset : frontier.at("presets")) {
-    if (preset.at("name") == "full") {
-      EXPECT_EQ(preset.at("reserved_peak_bytes").get<int64_t>(), full.reserved_peak_bytes);
-    }
-  }
-  for (const nlohmann::json& preset : frontier.at("presets")) {
-    const int64_t peak = preset.at("peak_bytes").get<int64_t>();
-    const double step = preset.at("step_ms").get<double>();
-    bool dominated = false;
-    for (const nlohmann::json& point : frontier.at("points")) {
-      // A frontier plan equal to the preset's masks simulates to the same
-      // doubles, so no tolerance is needed beyond summation-order noise.
-      dominated |= point.at("peak_bytes").get<int64_t>() <= peak &&
-                   point.at("step_ms").get<double>() <= step * (1 + 1e-12);
-    }
-    EXPECT_TRUE(dominated) << semantics << ": preset " << preset.dump();
-  }
-}
-
-TEST(CliEndToEnd, Wan13BFrontierIsNeverWorseThanAPreset) {
-  fs::path dir = FreshDir("frontier_wan13b");
-  fs::path profile =
-      MakeProfile(dir, {"--model", "wan2.1-1.3b", "--tokens", "72000"});
-  ExpectFrontierDominatesPresets(dir, profile, "sacplan");
-  ExpectFrontierDominatesPresets(dir, profile, "torch-sac");
-}
-
-TEST(CliEndToEnd, LlamaFrontierIsNeverWorseThanAPreset) {
-  fs::path dir = FreshDir("frontier_llama");
-  fs::path profile = MakeProfile(dir, {"--model", "llama-tiny"});
-  ExpectFrontierDominatesPresets(dir, profile, "sacplan");
-  ExpectFrontierDominatesPresets(dir, profile, "torch-sac");
 }
 
 TEST(CliEndToEnd, HelpExitsZeroAndNoSubcommandPrintsHelp) {

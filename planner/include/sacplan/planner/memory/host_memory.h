@@ -17,8 +17,8 @@ namespace sacplan {
 // The share of the profile's host_memory_bytes (the host memory available
 // per GPU when it was taken) that `--host-budget auto` lets a plan pin. The
 // other half is the process's own, its data loader's, the page cache's and
-// the OS's: planning the whole of it got an H200 run killed for host
-// memory twice (issue 40).
+// the OS's: a plan that pins all the available memory leaves none for them,
+// and the kernel's OOM killer ends the run.
 inline constexpr double kAutoHostShare = 0.5;
 
 // The pinned host bytes an offloaded tensor of `bytes` takes: PyTorch's

@@ -106,8 +106,8 @@ struct ScheduleStep {
   StepKind kind = StepKind::kForward;
   int op = 0;
   // Activation tensor indices freed after it. Inline: a step frees a few at
-  // most, and with a heap list per step a captured block's evaluation took
-  // 33-39 us instead of 23-24 (bench_captured, BM_EvaluateCapturedBlock).
+  // most, and the solver evaluates blocks in its inner loop, where a heap
+  // allocation per step adds about half again to each evaluation.
   absl::InlinedVector<int, 4> free_after;
   // Backward steps only (kActivationGrads; the op's parameter gradients are
   // its param_bytes). Before the op: its outputs' slice gradients joined
