@@ -23,7 +23,7 @@ using candidates_test::KnapsackCounts;
 using candidates_test::kMsTolerance;
 using candidates_test::MarkedBlock;
 
-bool Dominates(const BlockCost& a, const BlockCost& b) {
+bool DominatesWithinTolerance(const BlockCost& a, const BlockCost& b) {
   return a.kept_bytes <= b.kept_bytes && a.forward_peak_bytes <= b.forward_peak_bytes &&
          a.backward_peak_bytes <= b.backward_peak_bytes &&
          a.recompute_ms <= b.recompute_ms + kMsTolerance;
@@ -199,14 +199,14 @@ TEST(ParetoCandidatesTest, KeepsExactlyTheUndominatedCosts) {
                 EvaluateBlock(block, kept[i].mask, semantics).kept_bytes);
       for (size_t j = 0; j < kept.size(); ++j) {
         if (i != j) {
-          EXPECT_FALSE(Dominates(kept[j].cost, kept[i].cost)) << i << " " << j;
+          EXPECT_FALSE(DominatesWithinTolerance(kept[j].cost, kept[i].cost)) << i << " " << j;
         }
       }
     }
     for (const SaveMask& mask : all) {
       const BlockCost cost = EvaluateBlock(block, mask, semantics);
       EXPECT_TRUE(std::any_of(kept.begin(), kept.end(), [&](const BlockCandidate& c) {
-        return Dominates(c.cost, cost);
+        return DominatesWithinTolerance(c.cost, cost);
       }));
     }
   }
