@@ -27,6 +27,18 @@ std::string FlagName(FlagNames names, absl::string_view flag);
 absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileDocument(const Document& document);
 absl::StatusOr<Plan> LoadPlanDocument(const Document& document);
 
+// What compare and frontier read after their own first flag, in this order
+// (so the first bad one is the one named): --semantics, --host-budget, then
+// the profile.
+struct SweepInputs {
+  Semantics semantics = Semantics::kSacplan;
+  int64_t host_budget_bytes = 0;
+  std::unique_ptr<LoadedProfile> loaded;
+};
+absl::StatusOr<SweepInputs> ReadSweepInputs(const std::string& semantics,
+                                            const std::string& host_budget,
+                                            const Document& profile, FlagNames names);
+
 // The figure a plan's budget caps.
 int64_t CappedBytes(BudgetKind kind, const StepResult& result, const AllocatorStats& reserved);
 

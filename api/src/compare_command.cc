@@ -126,15 +126,11 @@ absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t bud
 absl::StatusOr<CompareAnswer> CompareCommand(const CompareFlags& flags) {
   ASSIGN_OR_RETURN(const int64_t budget_bytes,
                    ParseBudget(flags.budget, FlagName(flags.names, "budget")));
-  ASSIGN_OR_RETURN(const Semantics semantics,
-                   ParseSemanticsText(flags.semantics, FlagName(flags.names, "semantics")));
-  ASSIGN_OR_RETURN(const int64_t host_budget_bytes,
-                   ParseHostBudget(flags.host_budget, FlagName(flags.names, "host-budget")));
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded,
-                   LoadProfileDocument(flags.profile));
+  ASSIGN_OR_RETURN(const SweepInputs in,
+                   ReadSweepInputs(flags.semantics, flags.host_budget, flags.profile, flags.names));
   CompareAnswer answer;
   ASSIGN_OR_RETURN(answer.table,
-                   CompareText(*loaded, budget_bytes, semantics, host_budget_bytes));
+                   CompareText(*in.loaded, budget_bytes, in.semantics, in.host_budget_bytes));
   return answer;
 }
 

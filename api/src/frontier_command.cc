@@ -111,13 +111,9 @@ absl::StatusOr<FrontierAnswer> FrontierText(const LoadedProfile& loaded, int poi
 
 absl::StatusOr<FrontierAnswer> FrontierCommand(const FrontierFlags& flags) {
   RETURN_IF_ERROR(CheckFrontierPoints(flags.points, FlagName(flags.names, "points")));
-  ASSIGN_OR_RETURN(const Semantics semantics,
-                   ParseSemanticsText(flags.semantics, FlagName(flags.names, "semantics")));
-  ASSIGN_OR_RETURN(const int64_t host_budget_bytes,
-                   ParseHostBudget(flags.host_budget, FlagName(flags.names, "host-budget")));
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded,
-                   LoadProfileDocument(flags.profile));
-  return FrontierText(*loaded, flags.points, semantics, host_budget_bytes);
+  ASSIGN_OR_RETURN(const SweepInputs in,
+                   ReadSweepInputs(flags.semantics, flags.host_budget, flags.profile, flags.names));
+  return FrontierText(*in.loaded, flags.points, in.semantics, in.host_budget_bytes);
 }
 
 }  // namespace sacplan::api

@@ -139,6 +139,17 @@ absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileDocument(const Documen
   return LoadProfileFile(document.name);
 }
 
+absl::StatusOr<SweepInputs> ReadSweepInputs(const std::string& semantics,
+                                            const std::string& host_budget,
+                                            const Document& profile, FlagNames names) {
+  SweepInputs in;
+  ASSIGN_OR_RETURN(in.semantics, ParseSemanticsText(semantics, FlagName(names, "semantics")));
+  ASSIGN_OR_RETURN(in.host_budget_bytes,
+                   ParseHostBudget(host_budget, FlagName(names, "host-budget")));
+  ASSIGN_OR_RETURN(in.loaded, LoadProfileDocument(profile));
+  return in;
+}
+
 absl::StatusOr<Plan> LoadPlanDocument(const Document& document) {
   if (document.text.has_value()) return LoadPlanText(*document.text, document.name);
   return ReadPlanFile(document.name);
