@@ -106,9 +106,14 @@ struct FrontierOutput {
 };
 // The most points a frontier may try: each is a solve, and 1000 already
 // resolves the frontier far finer than a chart or a person can use.
+inline constexpr int kMinFrontierPoints = 2;
 inline constexpr int kMaxFrontierPoints = 1000;
-// `points` must lie in [2, kMaxFrontierPoints]; errors start with `what`.
+// `points` must lie in [kMinFrontierPoints, kMaxFrontierPoints]; errors
+// start with `what`.
 absl::Status CheckFrontierPoints(int points, absl::string_view what);
+// The same for points as text ("64", as a caller outside C++ hands them
+// over, whatever their size); errors name `what` and the text.
+absl::StatusOr<int> ParseFrontierPoints(const std::string& text, absl::string_view what);
 absl::StatusOr<FrontierOutput> FrontierText(const LoadedProfile& loaded, int points,
                                             Semantics semantics, int64_t host_budget_bytes = 0);
 
