@@ -29,9 +29,9 @@
 #include "bench_util.h"
 
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/atomic_file.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/plan_io/atomic_file.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 
 namespace sacplan {
 namespace {

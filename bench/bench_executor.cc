@@ -30,8 +30,8 @@
 #include "sacplan/executor/executor.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan {
 namespace {

@@ -19,10 +19,10 @@
 #include "bench_util.h"
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/reserved_budget.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/search/reserved_budget.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 

@@ -20,9 +20,9 @@
 #include "bench_util.h"
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 #include "sacplan/reports/report.h"

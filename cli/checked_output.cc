@@ -6,8 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "common.h"
 #include "sacplan/api/checked_text.h"
-#include "sacplan/planner/atomic_file.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/atomic_file.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/reports/run_log.h"
 #include "sacplan/status_macros.h"
 

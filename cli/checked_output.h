@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/plan_io/profile.h"
 
 namespace sacplan::cli {
 

@@ -9,10 +9,10 @@
 #include "commands.h"
 #include "common.h"
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/atomic_file.h"
-#include "sacplan/planner/make_plan.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/plan_io/atomic_file.h"
+#include "sacplan/planner/plan_io/make_plan.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {

@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "common.h"
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/plan_io/plan.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {

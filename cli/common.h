@@ -11,10 +11,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/caching_allocator.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/caching_allocator.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan::cli {
 

@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "sacplan/api/host_memory.h"
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {

@@ -13,7 +13,7 @@
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/plan_io/plan.h"
 
 namespace sacplan::cli {
 

@@ -1,7 +1,6 @@
 # Installs the libraries, their headers and a CMake package, so that a C++
 # trainer can find_package(sacplan) and link sacplan::planner and friends
-# (cmake/sacplanConfig.cmake.in lists the targets; README "Use sacplan from
-# your CMake project").
+# (cmake/sacplanConfig.cmake.in lists the targets; docs/cmake.md).
 include(CMakePackageConfigHelpers)
 
 set(SACPLAN_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/sacplan)

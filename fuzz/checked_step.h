@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan::fuzz {
 

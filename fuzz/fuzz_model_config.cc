@@ -9,7 +9,7 @@
 #include "round_trip.h"
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sacplan;

@@ -11,9 +11,9 @@
 #include "round_trip.h"
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/json_reader.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/plan_io/json_reader.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace {
 

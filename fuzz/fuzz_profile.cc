@@ -8,10 +8,10 @@
 
 #include "checked_step.h"
 #include "round_trip.h"
-#include "sacplan/planner/json_reader.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/plan_io/json_reader.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/simulator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sacplan;

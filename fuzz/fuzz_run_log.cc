@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "round_trip.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/reports/run_log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 
 namespace sacplan::fuzz {
 

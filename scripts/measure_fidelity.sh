@@ -3,7 +3,8 @@
 # ATen thread, the process's CPU clock), plan none, full and an optimal plan
 # (budget midway between their peaks) under both semantics, train each with
 # `sacplan train --threads 1` and print predicted against measured peak and
-# step time as a Markdown table (README, "Measured error on CPU").
+# step time as a Markdown table (docs/measurements.md, "Configs no test
+# names").
 # Usage: scripts/measure_fidelity.sh [BUILD_DIR (default build)] [STEPS (default 8)] [REPEATS (default 5)]
 set -euo pipefail
 build=${1:-build}

@@ -19,7 +19,7 @@ ctest --preset default
 
 # Step-time fidelity (ctest label fidelity): predicted against measured CPU
 # step time within 20% (this machine's speed moves by more than 10% within
-# minutes: README, "Measured error on CPU"). Alone, after the unit run,
+# minutes: docs/measurements.md). Alone, after the unit run,
 # since load from other tests moves the CPU clock too; each round is
 # bracketed by two profiles for the same reason
 # (tests/executor/step_time_fidelity_test.cc). Bounded: each test gathers

@@ -1,7 +1,7 @@
 #include "sacplan/api/bridge_rules.h"
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::api {

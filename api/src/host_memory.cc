@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 
 namespace sacplan::api {
 

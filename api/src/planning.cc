@@ -12,11 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sacplan/api/checked_text.h"
-#include "sacplan/planner/bytes.h"
-#include "sacplan/planner/json_reader.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/reserved_budget.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/ir/bytes.h"
+#include "sacplan/planner/plan_io/json_reader.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/reserved_budget.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::api {

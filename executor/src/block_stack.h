@@ -12,9 +12,9 @@
 #include "host_copies.h"
 #include "sacplan/executor/op_observer.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/memory_tracker.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/memory_tracker.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan::executor_internal {
 

@@ -36,9 +36,10 @@ constexpr size_t kHeaderBytes = std::max<size_t>(64, c10::gAlignment);
 // Makes glibc's malloc keep what is freed in the process, as the CUDA
 // caching allocator keeps its segments. By default glibc maps large blocks
 // (activations) on their own and hands freed memory at the top of the heap
-// back to the kernel, so ops fault fresh pages in again: on a 2-core VM
-// that kernel time made a small model's step about 8% slower and varied
-// from process to process, and a GPU step has nothing like it.
+// back to the kernel, so ops fault fresh pages in again: kernel time that
+// lands in a step's CPU time, varies from process to process, and has no
+// counterpart in a GPU step, so a profile would time what training on the
+// GPU never pays.
 void KeepFreedMemoryInProcess() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest threshold

@@ -12,7 +12,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "host_copies.h"
-#include "sacplan/planner/host_memory.h"
+#include "sacplan/planner/memory/host_memory.h"
 
 namespace sacplan::executor_internal::host_copies_internal {
 namespace {

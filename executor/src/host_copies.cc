@@ -6,7 +6,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "sacplan/planner/host_memory.h"
+#include "sacplan/planner/memory/host_memory.h"
 
 namespace sacplan::executor_internal {
 namespace host_copies_internal {

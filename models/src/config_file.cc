@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/checked_math.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/ir/checked_math.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {

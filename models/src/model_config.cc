@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "sacplan/planner/checked_math.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/ir/checked_math.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {

@@ -12,7 +12,7 @@
 
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/graph.h"
+#include "sacplan/planner/ir/graph.h"
 
 namespace sacplan::models_internal {
 

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/bytes.h"
-#include "sacplan/planner/make_plan.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/ir/bytes.h"
+#include "sacplan/planner/plan_io/make_plan.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "sacplan/executor/executor.h"
 #include "sacplan/executor/training.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {

@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "cpu_measure.h"
-#include "sacplan/planner/bytes.h"
-#include "sacplan/planner/outside_blocks.h"
+#include "sacplan/planner/ir/bytes.h"
+#include "sacplan/planner/memory/outside_blocks.h"
 
 namespace sacplan::cpu_profiler_internal {
 namespace {

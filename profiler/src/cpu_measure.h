@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/graph.h"
+#include "sacplan/planner/ir/graph.h"
 #include "sacplan/profiler/cpu_profiler.h"
 #include "sacplan/profiler/run_timer.h"
 

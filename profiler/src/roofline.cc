@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/ir/op_kinds.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {

@@ -38,8 +38,8 @@ CACHE_VERSION = 1
 
 # auto_checkpoint plans for its budget less this share of it, so that a
 # plan packed up to its budget still measures within it: the bridge's
-# predicted peaks are short of the measured ones by up to 0.31% on the
-# library models of tests/test_real_libraries.py (docs/python.md).
+# predicted peaks can fall short of the measured ones by a fraction of a
+# percent (README, "Accuracy").
 PEAK_MARGIN = 0.005
 
 

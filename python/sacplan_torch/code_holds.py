@@ -4,9 +4,9 @@ Autograd frees an activation nothing saved as soon as no Python name
 refers to it, and a local variable refers to it until the variable is
 rebound or the block's forward returns, often well after its last reader.
 In a FLUX-style block the post-norm q and k of each stream, bound to locals
-before the joint attention, live until the block returns (measured: the
-simulator's last-reader rule put the peak of a bf16 double-stream block 3%
-low). Recorded in the profile as the output's `held_until` (the op after
+before the joint attention, live until the block returns, so the
+simulator's last-reader rule alone would put such a block's peak low.
+Recorded in the profile as the output's `held_until` (the op after
 which the tensor's storage really goes), which the simulator applies to the
 forward and to a checkpoint's re-run (docs/memory_model.md, "Tensors the
 block's code holds").

@@ -1,9 +1,10 @@
 """Each op's device time on CUDA from the kernels it launched.
 
 A CUDA event recorded before an op and one after it time everything the
-device does in between, including its waits for the host: at 8k tokens on
-an H200 the bridge's host (Python dispatch, the checkpoint policy per aten
-call, hooks) sets the pace, and event spans priced recompute 38% too dear.
+device does in between, including its waits for the host. Where the
+host (Python dispatch, the checkpoint policy per aten call, hooks) sets the
+pace, as it does when a block's kernels are short, event spans would price
+that host work as device time, recompute above all.
 So on CUDA the op-times pass runs under torch.profiler (kineto, CUPTI),
 each op's forward and backward inside a profiler range of its own
 (record_function), and an op's device time is the sum of the durations of

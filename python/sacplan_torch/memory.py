@@ -189,8 +189,8 @@ class AllocationLog:
         # Address -> size of what this log saw allocated and not yet freed. A
         # free counts only when its block is here: the profiler also reports
         # the free of a block allocated while an earlier profile of the
-        # process ran (its size table outlives the profile), which took up
-        # to 480 KB off a measured peak depending on which tests had
+        # process ran (its size table outlives the profile), which would
+        # take bytes off a measured peak depending on what the process had
         # profiled before.
         live: Dict[tuple, int] = {}
         sentinels = set()

@@ -1,9 +1,9 @@
 """The plan auto_checkpoint hands over, checked by measurement first.
 
-The planner's step time is a model: measured on an H200 through the
-bridge, plans it predicted faster than full checkpointing ran up to 1.77x
-slower at the same peak, because the host side of a step (dispatch, the
-policy call per aten op, hooks) was in no op's time. So before a plan goes
+The planner's step time is a model, and a model can miss what sets a
+step's pace: where the host side of a step (dispatch, the policy call per
+aten op, hooks) is in no op's time, a plan predicted faster than full
+checkpointing can run slower at the same peak. So before a plan goes
 to the trainer, `check` trains a few steps of the user's own step under
 it, under the fastest preset that fits the budget and under any preset the
 planner ranks within its stated step-time error of the plan, and keeps the
@@ -53,7 +53,6 @@ MAX_MEASURED = 3
 
 # Re-plans for a plan whose measured peak is over the budget.
 MAX_REPLANS = 2
-
 
 PLAN = "plan"  # the planner's plan among the measured; re-plans are "re-plan 1", ...
 

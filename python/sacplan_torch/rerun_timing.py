@@ -193,9 +193,8 @@ class RerunTimes:
         median segment. A median per op leaves out the rare slow sample
         (a garbage collection, a page fault) that falls on some op in
         every segment, so the medians' sum runs below what a segment
-        takes: on the unseen MoE block under checkpointing, by 10-15% on
-        this 2-core machine. The plain forward is scaled to its block's
-        time the same way (capture._block_records)."""
+        takes, the more so the busier the machine. The plain forward is
+        scaled to its block's time the same way (capture._block_records)."""
         samples = self.samples[field][block]
         medians = {op_id: statistics.median(v) for op_id, v in samples.items() if v}
         total = sum(medians.values())

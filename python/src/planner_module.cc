@@ -25,11 +25,11 @@
 #include "sacplan/api/bridge_rules.h"
 #include "sacplan/api/host_memory.h"
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/host_memory.h"
-#include "sacplan/planner/json_reader.h"
-#include "sacplan/planner/outside_blocks.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/memory/host_memory.h"
+#include "sacplan/planner/memory/outside_blocks.h"
+#include "sacplan/planner/plan_io/json_reader.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
 
 namespace nb = nanobind;
 

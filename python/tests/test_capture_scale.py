@@ -1,6 +1,6 @@
 """A Wan2.1-1.3B-shaped model (30 blocks, dim 1536, ffn 8960) at 16 tokens:
 capture finishes, and blocks of one structure get identical op lists. The
-time it takes is printed (the README quotes it); it is not asserted."""
+time it takes is printed (docs/measurements.md quotes it); it is not asserted."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ ROW = re.compile(r'^SACPLAN_OP_KIND\((\w+), "(\w+)", (\w+), (\w+), (true|false)\
 
 def kind_table() -> dict:
     rows = {}
-    for line in (PLANNER / "include/sacplan/planner/op_kinds.inc").read_text().splitlines():
+    for line in (PLANNER / "include/sacplan/planner/ir/op_kinds.inc").read_text().splitlines():
         match = ROW.match(line)
         if match:
             _, name, op_class, grad_flow, collective = match.groups()
@@ -53,7 +53,7 @@ def test_capture_kinds_are_the_tables():
 def test_capture_dtypes_are_the_tables():
     source = (PLANNER / "src/op_kinds.cc").read_text()
     names = dict(re.findall(r'inline constexpr char (\w+)\[\] = "(\w+)";',
-                            (PLANNER / "include/sacplan/planner/op_kinds.h").read_text()))
+                            (PLANNER / "include/sacplan/planner/ir/op_kinds.h").read_text()))
     bytes_of = {names[constant]: int(size) for constant, size in
                 re.findall(r"\{Dtype::\w+, dtype_name::(\w+), (\d+)\}", source)}
     assert len(bytes_of) == 5

@@ -16,8 +16,9 @@ import real_models
 import sacplan_torch
 from test_unseen_blocks import assert_same_gradients
 
-# The bridge's stated peak error on these models (README, docs/python.md):
-# measured -0.31% to +0.29% over the 70 plans (2026-12-04), held to 1%.
+# The bridge's stated peak error on these models (README, "Accuracy";
+# docs/measurements.md): measured -0.31% to +0.29% as printed here, over
+# the 70 plans (2026-12-04), held to 1%.
 PEAK_ERROR = 0.01
 PRESETS = ("none", "full", "attn_only", "torchtitan")
 CASES = [(name, dtype) for name in real_models.MODELS for dtype in real_models.DTYPES]

@@ -2,7 +2,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 #include "sacplan/reports/charts.h"
 #include "sacplan/reports/html.h"
 #include "svg.h"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 #include "sacplan/reports/charts.h"
 #include "sacplan/reports/html.h"
 #include "sacplan/reports/report.h"

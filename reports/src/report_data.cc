@@ -1,11 +1,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/bytes.h"
-#include "sacplan/planner/caching_allocator.h"
-#include "sacplan/planner/make_plan.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/ir/bytes.h"
+#include "sacplan/planner/memory/caching_allocator.h"
+#include "sacplan/planner/plan_io/make_plan.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/reports/report.h"
 #include "sacplan/status_macros.h"
 

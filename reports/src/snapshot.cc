@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/memory/caching_allocator.h"
 
 namespace sacplan::reports {
 namespace {

@@ -3,7 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 #include "sacplan/reports/charts.h"
 
 namespace sacplan::reports {

@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/solver.h"
 
 namespace sacplan {
 namespace {

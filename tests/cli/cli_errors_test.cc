@@ -11,10 +11,10 @@
 
 #include "cli_errors_fixture.h"
 #include "cli_runner.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/reserved_budget.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/search/reserved_budget.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 
 namespace sacplan::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 
 namespace sacplan::testing {
 namespace {

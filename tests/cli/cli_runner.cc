@@ -93,4 +93,32 @@ int LineCount(const std::string& text) {
   return lines;
 }
 
+std::string MustRun(const std::vector<std::string>& args, const std::filesystem::path& dir) {
+  CliResult r = RunSacplan(args, dir);
+  EXPECT_EQ(r.exit_code, 0) << "stderr: " << r.err;
+  EXPECT_EQ(r.err, "");
+  return r.out;
+}
+
+std::filesystem::path MakeProfile(const std::filesystem::path& dir,
+                                  const std::vector<std::string>& model) {
+  std::filesystem::path profile = dir / "profile.json";
+  std::vector<std::string> args = {"profile"};
+  args.insert(args.end(), model.begin(), model.end());
+  args.insert(args.end(), {"--device", "h100", "-o", profile.string()});
+  MustRun(args, dir);
+  return profile;
+}
+
+Predicted PlanWith(const std::filesystem::path& dir, const std::filesystem::path& profile,
+                   const std::vector<std::string>& how, const std::string& name) {
+  std::filesystem::path plan = dir / (name + ".json");
+  std::vector<std::string> args = {"plan", "--profile", profile.string(), "-o", plan.string()};
+  args.insert(args.end(), how.begin(), how.end());
+  MustRun(args, dir);
+  const nlohmann::json predicted = ReadJson(plan).at("predicted");
+  return {predicted.at("peak_bytes").get<int64_t>(), predicted.at("step_ms").get<double>(),
+          predicted.at("reserved_peak_bytes").get<int64_t>()};
+}
+
 }  // namespace sacplan::testing

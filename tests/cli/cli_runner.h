@@ -3,6 +3,7 @@
 #ifndef SACPLAN_TESTS_CLI_CLI_RUNNER_H_
 #define SACPLAN_TESTS_CLI_CLI_RUNNER_H_
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -35,6 +36,23 @@ void WriteJson(const std::filesystem::path& path, const nlohmann::json& doc);
 
 // Number of lines in `text` (a final newline does not start a line).
 int LineCount(const std::string& text);
+
+// Runs a command that must succeed (exit 0, nothing on stderr: gtest
+// failures otherwise); returns its stdout.
+std::string MustRun(const std::vector<std::string>& args, const std::filesystem::path& dir);
+// `sacplan profile MODEL... --device h100` into dir/profile.json.
+std::filesystem::path MakeProfile(const std::filesystem::path& dir,
+                                  const std::vector<std::string>& model);
+
+// A plan's `predicted` figures.
+struct Predicted {
+  int64_t peak_bytes = 0;
+  double step_ms = 0;
+  int64_t reserved_peak_bytes = 0;
+};
+// `sacplan plan --profile PROFILE HOW...` into dir/NAME.json; its prediction.
+Predicted PlanWith(const std::filesystem::path& dir, const std::filesystem::path& profile,
+                   const std::vector<std::string>& how, const std::string& name);
 
 }  // namespace sacplan::testing
 

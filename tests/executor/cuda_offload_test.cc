@@ -11,7 +11,7 @@
 
 #include "executor_test_util.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "executor_test_util.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 
 namespace sacplan {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "models_torch/torch_test_util.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "executor_test_util.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/solver.h"
 
 namespace sacplan::testing {
 

@@ -18,7 +18,7 @@ foreach(expected
     lib/cmake/sacplan/sacplanConfig.cmake
     lib/cmake/sacplan/sacplanConfigVersion.cmake
     include/sacplan/status_macros.h
-    include/sacplan/planner/solver.h
+    include/sacplan/planner/search/solver.h
     bin/sacplan)
   if(NOT EXISTS ${prefix}/${expected})
     message(FATAL_ERROR "the install has no ${expected}")

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/ir/op_kinds.h"
 #include "torch_ops.h"
 #include "torch_test_util.h"
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "models_torch/torch_test_util.h"
-#include "sacplan/planner/op_kinds.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/ir/op_kinds.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 

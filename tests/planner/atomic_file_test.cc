@@ -1,4 +1,4 @@
-#include "sacplan/planner/atomic_file.h"
+#include "sacplan/planner/plan_io/atomic_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

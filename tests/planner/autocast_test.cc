@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -1,4 +1,4 @@
-#include "sacplan/planner/block_analysis.h"
+#include "sacplan/planner/memory/block_analysis.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "candidates.h"
+#include "search/candidates.h"
 
 namespace sacplan::testing {
 

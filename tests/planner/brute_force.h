@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 
 namespace sacplan::testing {
 

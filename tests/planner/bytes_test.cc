@@ -1,4 +1,4 @@
-#include "sacplan/planner/bytes.h"
+#include "sacplan/planner/ir/bytes.h"
 
 #include <gtest/gtest.h>
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/caching_allocator.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/caching_allocator.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 

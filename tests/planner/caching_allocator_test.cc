@@ -1,7 +1,7 @@
 // Hand-worked cases of PyTorch's caching-allocator rules (default config):
 // each expected figure follows from the rule named beside it, not from the
 // model's output.
-#include "sacplan/planner/caching_allocator.h"
+#include "sacplan/planner/memory/caching_allocator.h"
 
 #include <gtest/gtest.h>
 

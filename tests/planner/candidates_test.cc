@@ -1,5 +1,5 @@
-// The solver's per-block candidate generators (planner/src/candidates.h).
-#include "candidates.h"
+// The solver's per-block candidate generators (planner/search/candidates.h).
+#include "search/candidates.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "chain_layer.h"
+#include "search/chain_layer.h"
 
 #include <gtest/gtest.h>
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "candidates.h"
-#include "sacplan/planner/solver.h"
+#include "search/candidates.h"
+#include "sacplan/planner/search/solver.h"
 #include "test_graphs.h"
 
 namespace sacplan {

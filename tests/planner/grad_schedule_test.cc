@@ -8,9 +8,9 @@
 #include <iterator>
 #include <vector>
 
-#include "sacplan/planner/block_analysis.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/block_analysis.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -1,4 +1,4 @@
-#include "sacplan/planner/graph.h"
+#include "sacplan/planner/ir/graph.h"
 
 #include <gtest/gtest.h>
 

@@ -3,15 +3,15 @@
 // x = 200 B -> fc (3 ms fwd) -> fc.out 400 B -> act (1 ms) -> act.out
 // 400 B -> add (0.5 ms) -> 200 B; backward add 0.5, act 1, fc 6 ms. The
 // link moves 400 B in 2 ms to the host and in 1 ms back.
-#include "sacplan/planner/host_memory.h"
+#include "sacplan/planner/memory/host_memory.h"
 
 #include <gtest/gtest.h>
 
-#include "candidates.h"
-#include "sacplan/planner/make_plan.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "search/candidates.h"
+#include "sacplan/planner/plan_io/make_plan.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "test_graphs.h"
 
 namespace sacplan {

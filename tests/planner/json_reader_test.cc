@@ -1,6 +1,6 @@
 // The one JSON reader: integers exactly, finite numbers, bounded depth and
 // size, and errors that name the field's path.
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 
 #include <cstdint>
 #include <fstream>

@@ -1,8 +1,8 @@
-#include "sacplan/planner/make_plan.h"
+#include "sacplan/planner/plan_io/make_plan.h"
 
 #include <gtest/gtest.h>
 
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -1,4 +1,4 @@
-#include "sacplan/planner/memory_tracker.h"
+#include "sacplan/planner/memory/memory_tracker.h"
 
 #include <gtest/gtest.h>
 

@@ -3,11 +3,11 @@
 // not checkpoint their block.
 #include <gtest/gtest.h>
 
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "test_graphs.h"
 
 namespace sacplan {

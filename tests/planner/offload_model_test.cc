@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 
@@ -42,7 +42,7 @@ TEST_P(OffloadModelTest, FasterAtThePresetsPeaksAndFitsFarBelowFull) {
   SolverOptions two{.semantics = semantics};
   SolverOptions three = two;
   // auto: half the h100 preset's 256 GB of host memory, in pinned bytes
-  // (sacplan/planner/host_memory.h).
+  // (sacplan/planner/memory/host_memory.h).
   three.offload = true;
   const Solver without = *Solver::Create(*model_, two);
   const Solver with = *Solver::Create(*model_, three);

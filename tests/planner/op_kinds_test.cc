@@ -1,7 +1,7 @@
 // The op-kind and dtype tables, and issue 20's latent bug: blocks that differ
 // only in an op's kind used to count as one block class in the solver,
 // sharing candidates whose costs assume the other block's gradient aliasing.
-#include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/ir/op_kinds.h"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "candidates.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/simulator.h"
+#include "search/candidates.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -4,8 +4,8 @@
 // sacplan_torch's capture both rely on it).
 #include <gtest/gtest.h>
 
-#include "sacplan/planner/outside_blocks.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/outside_blocks.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

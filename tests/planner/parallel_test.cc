@@ -1,11 +1,11 @@
 // The many-GPU fields of profile.json: parallel and per-block fsdp.
-#include "sacplan/planner/parallel.h"
+#include "sacplan/planner/ir/parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/plan_io/profile.h"
 #include "test_graphs.h"
 
 namespace sacplan {

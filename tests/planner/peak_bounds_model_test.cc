@@ -1,5 +1,5 @@
 // The neighbour screen's lower bounds on a save set's peaks
-// (planner/src/peak_bounds.h) on the built-in models' roofline profiles:
+// (planner/search/peak_bounds.h) on the built-in models' roofline profiles:
 // never above the simulated peaks, for random save sets and every save set
 // one op away from saving nothing or everything, in both semantics.
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "peak_bounds.h"
+#include "search/peak_bounds.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 

@@ -1,14 +1,14 @@
 // The lower bounds on a save set's peaks that screen the solver's
-// neighbours before simulating them (planner/src/peak_bounds.h).
-#include "peak_bounds.h"
+// neighbours before simulating them (planner/search/peak_bounds.h).
+#include "search/peak_bounds.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/plan_io/plan.h"
 #include "test_graphs.h"
 
 namespace sacplan {

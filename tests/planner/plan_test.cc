@@ -1,4 +1,4 @@
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/plan_io/plan.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "sacplan/planner/atomic_file.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/plan_io/atomic_file.h"
+#include "sacplan/planner/search/presets.h"
 #include "test_graphs.h"
 
 namespace sacplan {

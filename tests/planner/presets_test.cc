@@ -1,4 +1,4 @@
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 
 #include <gtest/gtest.h>
 

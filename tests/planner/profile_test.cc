@@ -1,4 +1,4 @@
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/plan_io/profile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Planning against a reserved budget on Wan2.1-1.3B's roofline profile: the
 // chosen plan's reserved peak, replayed independently, fits; the smallest
 // feasible reserved budget named in the error is itself feasible.
-#include "sacplan/planner/reserved_budget.h"
+#include "sacplan/planner/search/reserved_budget.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/memory/schedule.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <random>
 
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 
 #include "test_graphs.h"
 

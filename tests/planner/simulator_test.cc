@@ -1,4 +1,4 @@
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <map>
 #include <random>
 
-#include "sacplan/planner/caching_allocator.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/memory/caching_allocator.h"
+#include "sacplan/planner/search/presets.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "sacplan/planner/caching_allocator.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/caching_allocator.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 #include "test_graphs.h"

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "brute_force.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/solver.h"
 #include "test_graphs.h"
 
 namespace sacplan {

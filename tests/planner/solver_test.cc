@@ -1,4 +1,4 @@
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/search/solver.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <set>
 
 #include "brute_force.h"
-#include "candidates.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/simulator.h"
+#include "search/candidates.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

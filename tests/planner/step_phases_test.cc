@@ -2,7 +2,7 @@
 // their backward, until the forward's end only, and take in their backward.
 #include <gtest/gtest.h>
 
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

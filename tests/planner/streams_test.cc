@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "test_graphs.h"
 
 namespace sacplan {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan::testing {
 

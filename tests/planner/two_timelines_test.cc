@@ -2,16 +2,16 @@
 // timelines"): the rule on steps, on one block and on a whole step held
 // against figures worked out by hand; no change to any prediction without
 // host times; and a search that prices host-bound re-runs.
-#include "two_timelines.h"
+#include "memory/two_timelines.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "test_graphs.h"
 
 namespace sacplan {

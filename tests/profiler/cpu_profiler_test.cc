@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "sacplan/models/graph_builder.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "support/model_lookup.h"
 
 namespace sacplan {

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "chromium.h"
 #include "report_fixtures.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 #include "sacplan/reports/report.h"
 
 #ifndef SACPLAN_TEST_OUTPUT_DIR

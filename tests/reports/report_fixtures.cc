@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "sacplan/reports/report.h"
 
 namespace sacplan::testing {

@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "report_fixtures.h"
-#include "sacplan/planner/bytes.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/presets.h"
-#include "sacplan/planner/reserved_budget.h"
+#include "sacplan/planner/ir/bytes.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
+#include "sacplan/planner/search/reserved_budget.h"
 #include "sacplan/reports/charts.h"
 
 namespace sacplan::testing {

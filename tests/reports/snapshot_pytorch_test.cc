@@ -11,7 +11,7 @@
 #include <string>
 
 #include "report_fixtures.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 #include "sacplan/reports/snapshot.h"
 
 namespace sacplan::testing {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "report_fixtures.h"
-#include "sacplan/planner/presets.h"
+#include "sacplan/planner/search/presets.h"
 
 namespace sacplan::testing {
 namespace {

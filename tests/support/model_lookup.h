@@ -7,7 +7,7 @@
 #include <string>
 
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/graph.h"
+#include "sacplan/planner/ir/graph.h"
 
 namespace sacplan::testing {
 

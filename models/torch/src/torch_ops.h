@@ -15,8 +15,8 @@
 
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/ir/op_kinds.h"
 
 namespace sacplan::torch_internal {
 

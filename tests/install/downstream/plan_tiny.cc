@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/simulator.h"
-#include "sacplan/planner/solver.h"
+#include "sacplan/planner/memory/simulator.h"
+#include "sacplan/planner/search/solver.h"
 #include "sacplan/profiler/device.h"
 #include "sacplan/profiler/roofline.h"
 #include "sacplan/status_macros.h"

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sacplan/api/planning.h"
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/plan_io/plan.h"
 
 namespace sacplan::api {
 

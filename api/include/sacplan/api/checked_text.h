@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sacplan/planner/json_reader.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::api {

@@ -19,12 +19,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sacplan/planner/caching_allocator.h"
-#include "sacplan/planner/make_plan.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/caching_allocator.h"
+#include "sacplan/planner/plan_io/make_plan.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan::api {
 
@@ -48,7 +48,7 @@ absl::StatusOr<Plan> LoadPlanText(const std::string& text, const std::string& na
 absl::StatusOr<int64_t> ParseBudget(const std::string& text, absl::string_view what);
 // A host budget for offload, as PlanRequest::host_budget_bytes takes it:
 // "0" (none), "auto" (kAutoHostShare of the profile's host memory, in
-// pinned bytes: kHostBudgetAuto, sacplan/planner/host_memory.h), empty
+// pinned bytes: kHostBudgetAuto, sacplan/planner/memory/host_memory.h), empty
 // (the commands' default: auto when the profile has a host link, none
 // otherwise: kHostBudgetIfLinked) or a size as ParseBudget reads it.
 absl::StatusOr<int64_t> ParseHostBudget(const std::string& text, absl::string_view what);

@@ -20,9 +20,9 @@
 #include "absl/status/statusor.h"
 #include "sacplan/executor/op_observer.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan {
 

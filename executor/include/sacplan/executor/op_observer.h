@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "sacplan/planner/schedule.h"
+#include "sacplan/planner/memory/schedule.h"
 
 namespace sacplan {
 

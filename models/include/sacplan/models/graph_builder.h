@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/graph.h"
+#include "sacplan/planner/ir/graph.h"
 
 namespace sacplan {
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sacplan/planner/op_kinds.h"
+#include "sacplan/planner/ir/op_kinds.h"
 
 namespace sacplan {
 

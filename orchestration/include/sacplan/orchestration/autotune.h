@@ -3,7 +3,7 @@
 // prediction, until the *measured* peak fits. What `sacplan autotune` runs;
 // a C++ trainer can call it directly with its own model and meter. It sits
 // in the orchestration layer, above the executor and the planner: the plan
-// comes from MakePlan (sacplan/planner/make_plan.h), as `sacplan plan`'s.
+// comes from MakePlan (sacplan/planner/plan_io/make_plan.h), as `sacplan plan`'s.
 #ifndef SACPLAN_ORCHESTRATION_AUTOTUNE_H_
 #define SACPLAN_ORCHESTRATION_AUTOTUNE_H_
 
@@ -17,8 +17,8 @@
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/plan.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/plan_io/plan.h"
 
 namespace sacplan {
 

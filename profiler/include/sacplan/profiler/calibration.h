@@ -21,13 +21,13 @@
 
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/op_kinds.h"
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/ir/op_kinds.h"
+#include "sacplan/planner/plan_io/profile.h"
 
 namespace sacplan {
 
-// Ops fall into the classes of their kind's row (sacplan/planner/op_kinds.h).
+// Ops fall into the classes of their kind's row (sacplan/planner/ir/op_kinds.h).
 const char* OpClassName(OpClass op_class);  // "gemm", "attention", "memory"
 
 // One fitted time law. All coefficients are >= 0.

@@ -45,7 +45,7 @@
 #include "sacplan/executor/memory_meter.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/plan_io/profile.h"
 #include "sacplan/profiler/profile_note.h"
 #include "sacplan/profiler/run_timer.h"
 

@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/plan_io/profile.h"
 #include "sacplan/profiler/profile_note.h"
 #include "sacplan/profiler/run_timer.h"
 

@@ -5,8 +5,8 @@
 #include "absl/status/statusor.h"
 #include "sacplan/models/graph_builder.h"
 #include "sacplan/models/model_config.h"
-#include "sacplan/planner/graph.h"
-#include "sacplan/planner/profile.h"
+#include "sacplan/planner/ir/graph.h"
+#include "sacplan/planner/plan_io/profile.h"
 #include "sacplan/profiler/device.h"
 
 namespace sacplan {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sacplan/planner/memory_tracker.h"
+#include "sacplan/planner/memory/memory_tracker.h"
 
 namespace sacplan::reports {
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sacplan/planner/plan.h"
-#include "sacplan/planner/profile.h"
-#include "sacplan/planner/schedule.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/plan_io/profile.h"
+#include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/memory/simulator.h"
 #include "sacplan/reports/run_log.h"
 
 namespace sacplan::reports {
@@ -30,7 +30,7 @@ struct ReportPlan {
   CopyReplay replay;  // a plan file's (CopyReplayOfPlan); empty: as the times decide
   StepResult result;            // simulated with the timeline recorded
   // What PyTorch's caching allocator would reserve for the step
-  // (sacplan/planner/caching_allocator.h).
+  // (sacplan/planner/memory/caching_allocator.h).
   int64_t reserved_peak_bytes = 0;
 };
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "sacplan/planner/simulator.h"
+#include "sacplan/planner/memory/simulator.h"
 
 namespace sacplan::reports {
 
