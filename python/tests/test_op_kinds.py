@@ -51,7 +51,7 @@ def test_capture_kinds_are_the_tables():
 
 
 def test_capture_dtypes_are_the_tables():
-    source = (PLANNER / "src/op_kinds.cc").read_text()
+    source = (PLANNER / "ir/op_kinds.cc").read_text()
     names = dict(re.findall(r'inline constexpr char (\w+)\[\] = "(\w+)";',
                             (PLANNER / "include/sacplan/planner/ir/op_kinds.h").read_text()))
     bytes_of = {names[constant]: int(size) for constant, size in
