@@ -1,5 +1,5 @@
 // Planning captured PyTorch profiles, the in-process way
-// (sacplan_torch.plan: api::MakePlanText on a loaded profile): the
+// (sacplan_torch.plan's api::PlanCommand, less the loading: MakePlanText): the
 // examples' Wan-style and FLUX-style double-stream blocks as capture wrote
 // them (bench/data/*.captured.json: 102 and 117 aten ops per block, 3
 // blocks), one budget halfway between full's and none's peaks; and the

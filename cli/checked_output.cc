@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common.h"
 #include "sacplan/api/checked_text.h"
+#include "sacplan/api/planning.h"
 #include "sacplan/planner/plan_io/atomic_file.h"
 #include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/reports/run_log.h"
@@ -15,6 +15,7 @@ namespace sacplan::cli {
 
 using api::CheckedJsonText;
 using api::RefuseToWrite;
+using api::SimulatePreset;
 
 absl::StatusOr<std::string> CheckedProfileText(const Profile& profile,
                                                const std::string& path) {

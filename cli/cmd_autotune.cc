@@ -10,9 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "checked_output.h"
 #include "commands.h"
-#include "common.h"
 #include "model_options.h"
 #include "progress.h"
+#include "sacplan/api/planning.h"
 #include "sacplan/orchestration/autotune.h"
 #include "sacplan/orchestration/whole_step.h"
 #include "sacplan/planner/ir/bytes.h"
@@ -41,8 +41,8 @@ struct AutotuneFlags {
 absl::Status RunAutotune(const AutotuneFlags& flags) {
   ASSIGN_OR_RETURN(const ModelConfig config, ResolveModelConfig(flags.model));
   AutotuneOptions options;
-  ASSIGN_OR_RETURN(options.budget_bytes, ParseBudgetFlag(flags.budget));
-  ASSIGN_OR_RETURN(options.semantics, ParseSemanticsFlag(flags.semantics));
+  ASSIGN_OR_RETURN(options.budget_bytes, api::ParseBudget(flags.budget, "--budget"));
+  ASSIGN_OR_RETURN(options.semantics, api::ParseSemanticsText(flags.semantics, "--semantics"));
   if (flags.device != "cpu") {
     return absl::UnimplementedError(absl::StrCat(
         "--device ", flags.device,

@@ -1,39 +1,28 @@
 // sacplan compare: every preset and the optimal plan at one budget, side by
-// side, the table a trainer reads before choosing a policy.
+// side, the table a trainer reads before choosing a policy. The flags go as
+// typed to api::CompareCommand (sacplan/api/commands.h).
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "commands.h"
-#include "common.h"
-#include "sacplan/api/planning.h"
+#include "flag_help.h"
+#include "sacplan/api/commands.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
 
-struct CompareFlags {
-  std::string profile;
-  std::string budget;
-  std::string semantics = "sacplan";
-  std::string host_budget;  // empty: auto where the profile has a host link
-};
-
-absl::Status RunCompare(const CompareFlags& flags) {
-  ASSIGN_OR_RETURN(const int64_t budget_bytes, ParseBudgetFlag(flags.budget));
-  ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
-  ASSIGN_OR_RETURN(const int64_t host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
-  ASSIGN_OR_RETURN(const std::string table,
-                   api::CompareText(*loaded, budget_bytes, semantics, host_budget_bytes));
-  std::cout << table;
+absl::Status RunCompare(const api::CompareFlags& flags) {
+  ASSIGN_OR_RETURN(const api::CompareAnswer answer, api::CompareCommand(flags));
+  std::cout << answer.table;
   return absl::OkStatus();
 }
 
 }  // namespace
 
 Command AddCompareCommand(CLI::App& app) {
-  auto flags = std::make_shared<CompareFlags>();
+  auto flags = std::make_shared<api::CompareFlags>();
   CLI::App* command = app.add_subcommand(
       "compare",
       "One table at one budget: every fixed policy of today's trainers "
@@ -42,7 +31,7 @@ Command AddCompareCommand(CLI::App& app) {
       "reserved: what PyTorch's caching allocator would hold), step time, "
       "recompute time, step time saved against full checkpointing, and "
       "whether each one's allocated peak fits the budget.");
-  command->add_option("--profile", flags->profile, "profile.json to compare on")
+  command->add_option("--profile", flags->profile.name, "profile.json to compare on")
       ->required();
   command->add_option("--budget", flags->budget,
                       "Peak memory budget: 29GiB, 28.9GB, 512MiB or bytes")

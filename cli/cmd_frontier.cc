@@ -1,12 +1,13 @@
 // sacplan frontier: the Pareto frontier of peak memory vs step time, with
 // the presets beside it, as JSON (schema sacplan.frontier/1, docs/cli.md).
+// The flags go as typed to api::FrontierCommand (sacplan/api/commands.h).
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "commands.h"
-#include "common.h"
-#include "sacplan/api/planning.h"
+#include "flag_help.h"
+#include "sacplan/api/commands.h"
 #include "sacplan/planner/plan_io/atomic_file.h"
 #include "sacplan/status_macros.h"
 
@@ -14,22 +15,14 @@ namespace sacplan::cli {
 namespace {
 
 struct FrontierFlags {
-  std::string profile;
-  int points = 64;
-  std::string semantics = "sacplan";
-  std::string host_budget;  // empty: auto where the profile has a host link
-  std::string output;
+  api::FrontierFlags api;
+  std::string output;  // frontier.json to write
 };
 
 absl::Status RunFrontier(const FrontierFlags& flags) {
-  RETURN_IF_ERROR(CheckPointsFlag(flags.points));
-  ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
-  ASSIGN_OR_RETURN(const int64_t host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
-  ASSIGN_OR_RETURN(const api::FrontierOutput out,
-                   api::FrontierText(*loaded, flags.points, semantics, host_budget_bytes));
-  RETURN_IF_ERROR(WriteFileAtomically(flags.output, out.frontier_json));
-  std::cout << out.summary << "wrote " << flags.output << "\n";
+  ASSIGN_OR_RETURN(const api::FrontierAnswer answer, api::FrontierCommand(flags.api));
+  RETURN_IF_ERROR(WriteFileAtomically(flags.output, answer.frontier_json));
+  std::cout << answer.summary << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
 
@@ -43,14 +36,14 @@ Command AddFrontierCommand(CLI::App& app) {
       "feasible peak to the fastest step, each faster than any plan with a "
       "smaller peak, plus where each preset lands. Feed it to a plot or to "
       "sacplan report.");
-  command->add_option("--profile", flags->profile, "profile.json to plan for")
+  command->add_option("--profile", flags->api.profile.name, "profile.json to plan for")
       ->required();
-  command->add_option("--points", flags->points,
+  command->add_option("--points", flags->api.points,
                       "Budgets tried between the smallest and the largest "
                       "useful peak (default 64; repeated plans are dropped)");
-  command->add_option("--semantics", flags->semantics,
+  command->add_option("--semantics", flags->api.semantics,
                       "torch-sac or sacplan (default); see sacplan plan --help");
-  command->add_option("--host-budget", flags->host_budget, kHostBudgetHelp);
+  command->add_option("--host-budget", flags->api.host_budget, kHostBudgetHelp);
   command->add_option("-o,--output", flags->output, "frontier.json to write")
       ->required();
   return {command, [flags] { return RunFrontier(*flags); }};

@@ -1,64 +1,32 @@
-// sacplan plan: profile + (budget | preset) -> plan.json.
+// sacplan plan: profile + (budget | preset) -> plan.json. The flags go as
+// typed to api::PlanCommand (sacplan/api/commands.h), which checks them,
+// plans and answers the text; this file declares them and writes.
 #include <iostream>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
-#include "common.h"
-#include "sacplan/api/planning.h"
+#include "flag_help.h"
+#include "sacplan/api/commands.h"
 #include "sacplan/planner/plan_io/atomic_file.h"
-#include "sacplan/planner/plan_io/make_plan.h"
-#include "sacplan/planner/plan_io/plan.h"
 #include "sacplan/planner/search/presets.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
 
-struct PlanFlags {
-  std::string profile;
-  std::string budget;  // empty: none given
-  std::string budget_kind = "allocated";  // checked by CLI11
-  std::string preset;  // empty: solve for the budget
-  std::string semantics = "sacplan";
-  std::string host_budget;  // empty: auto where the profile has a host link
-  std::string output;
-};
-
-absl::Status RunPlan(const PlanFlags& flags) {
-  if (flags.budget.empty() && flags.preset.empty()) {
-    return absl::InvalidArgumentError(
-        "give --budget (the fastest plan that fits) or --preset NAME");
-  }
-  int64_t budget_bytes = 0;
-  if (!flags.budget.empty()) {
-    ASSIGN_OR_RETURN(budget_bytes, ParseBudgetFlag(flags.budget));
-  }
-  ASSIGN_OR_RETURN(const Semantics semantics, ParseSemanticsFlag(flags.semantics));
-  ASSIGN_OR_RETURN(const BudgetKind budget_kind, ParseBudgetKind(flags.budget_kind));
-  ASSIGN_OR_RETURN(const int64_t host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
-  PlanRequest request;
-  request.model_name = loaded->profile->model_name;
-  request.model_config = loaded->profile->model_config;
-  request.preset = flags.preset;
-  request.budget_bytes = budget_bytes;
-  request.budget_kind = budget_kind;
-  request.semantics = semantics;
-  request.host_budget_bytes = host_budget_bytes;
-  ASSIGN_OR_RETURN(const api::PlanOutput out, api::MakePlanText(*loaded, request, flags.output));
-  RETURN_IF_ERROR(WriteFileAtomically(flags.output, out.plan_json));
-  std::cout << out.summary << "wrote " << flags.output << "\n";
+absl::Status RunPlan(const api::PlanFlags& flags) {
+  ASSIGN_OR_RETURN(const api::PlanAnswer answer, api::PlanCommand(flags));
+  RETURN_IF_ERROR(WriteFileAtomically(flags.output, answer.plan_json));
+  std::cout << answer.summary << "wrote " << flags.output << "\n";
   return absl::OkStatus();
 }
 
 }  // namespace
 
 Command AddPlanCommand(CLI::App& app) {
-  auto flags = std::make_shared<PlanFlags>();
+  auto flags = std::make_shared<api::PlanFlags>();
   CLI::App* command = app.add_subcommand(
       "plan",
       "Choose, block by block, which activations to keep for backward and "
@@ -66,7 +34,7 @@ Command AddPlanCommand(CLI::App& app) {
       "peak memory fits (blocks may differ; the last block usually keeps "
       "everything). With --preset: today's fixed policies (full, attn_only, "
       "...) simulated the same way; add --budget to see whether one fits.");
-  command->add_option("--profile", flags->profile, "profile.json to plan for")
+  command->add_option("--profile", flags->profile.name, "profile.json to plan for")
       ->required();
   command->add_option("--budget", flags->budget,
                       "Peak memory budget: 29GiB, 28.9GB, 512MiB or bytes");

@@ -12,7 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "commands.h"
-#include "common.h"
+#include "flag_help.h"
+#include "sacplan/api/planning.h"
 #include "sacplan/planner/plan_io/atomic_file.h"
 #include "sacplan/planner/ir/bytes.h"
 #include "sacplan/planner/plan_io/plan.h"
@@ -40,18 +41,20 @@ struct ReportFlags {
 absl::Status RunReport(const ReportFlags& flags) {
   reports::ReportOptions options;
   if (!flags.budget.empty()) {
-    ASSIGN_OR_RETURN(options.budget_bytes, ParseBudgetFlag(flags.budget));
+    ASSIGN_OR_RETURN(options.budget_bytes, api::ParseBudget(flags.budget, "--budget"));
   }
-  ASSIGN_OR_RETURN(options.semantics, ParseSemanticsFlag(flags.semantics));
-  ASSIGN_OR_RETURN(options.host_budget_bytes, ParseHostBudgetFlag(flags.host_budget));
-  RETURN_IF_ERROR(CheckPointsFlag(flags.points));
+  ASSIGN_OR_RETURN(options.semantics, api::ParseSemanticsText(flags.semantics, "--semantics"));
+  ASSIGN_OR_RETURN(options.host_budget_bytes,
+                   api::ParseHostBudget(flags.host_budget, "--host-budget"));
+  RETURN_IF_ERROR(api::CheckFrontierPoints(flags.points, "--points"));
   options.frontier_points = flags.points;
   if (flags.plans.empty() && flags.budget.empty()) {
     return absl::InvalidArgumentError(
         "give --budget to solve for, or one or more --plan files");
   }
 
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
+  ASSIGN_OR_RETURN(const std::unique_ptr<api::LoadedProfile> loaded,
+                   api::LoadProfileFile(flags.profile));
   std::vector<reports::PlanFile> plans;
   for (const std::string& path : flags.plans) {
     ASSIGN_OR_RETURN(Plan plan, ReadPlanFile(path));
@@ -83,7 +86,8 @@ absl::Status RunReport(const ReportFlags& flags) {
   if (!flags.snapshot.empty()) outputs.emplace_back(flags.snapshot, snapshot_text);
   RETURN_IF_ERROR(WriteFilesAtomically(outputs));
 
-  std::cout << "report" << RanksNote(loaded->profile->model) << ": " << reports::Verdict(data) << "\n";
+  std::cout << "report" << api::RanksNote(loaded->profile->model) << ": "
+            << reports::Verdict(data) << "\n";
   std::cout << "wrote " << flags.output << " (" << html.size() << " bytes)\n";
   if (!flags.snapshot.empty()) {
     std::cout << "wrote " << flags.snapshot

@@ -1,46 +1,27 @@
-// sacplan simulate: profile + plan -> the simulated step (text or JSON).
+// sacplan simulate: profile + plan -> the simulated step (text or JSON),
+// answered by api::SimulateCommand (sacplan/api/commands.h) from the flags
+// as typed.
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "commands.h"
-#include "common.h"
-#include "sacplan/api/planning.h"
-#include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/api/commands.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan::cli {
 namespace {
 
-struct SimulateFlags {
-  std::string profile;
-  std::string plan;
-  std::optional<std::string> semantics;  // absent: the plan's own
-  bool json = false;
-};
-
-absl::Status RunSimulate(const SimulateFlags& flags) {
-  ASSIGN_OR_RETURN(const std::unique_ptr<LoadedProfile> loaded, LoadProfile(flags.profile));
-  ASSIGN_OR_RETURN(const Plan plan, ReadPlanFile(flags.plan));
-  std::optional<Semantics> semantics;
-  if (flags.semantics.has_value()) {
-    ASSIGN_OR_RETURN(semantics, ParseSemanticsFlag(*flags.semantics));
-  }
-  ASSIGN_OR_RETURN(const api::Simulation simulation,
-                   api::Simulate(*loaded, plan, semantics, flags.plan));
-  if (flags.json) {
-    std::cout << api::SimulationJson(simulation) << "\n";
-  } else {
-    std::cout << api::SimulationText(simulation, *loaded->analyzed.model);
-  }
+absl::Status RunSimulate(const api::SimulateFlags& flags) {
+  ASSIGN_OR_RETURN(const api::SimulateAnswer answer, api::SimulateCommand(flags));
+  std::cout << answer.output;
   return absl::OkStatus();
 }
 
 }  // namespace
 
 Command AddSimulateCommand(CLI::App& app) {
-  auto flags = std::make_shared<SimulateFlags>();
+  auto flags = std::make_shared<api::SimulateFlags>();
   CLI::App* command = app.add_subcommand(
       "simulate",
       "Replay one training step under a plan (made by sacplan or edited by "
@@ -48,9 +29,9 @@ Command AddSimulateCommand(CLI::App& app) {
       "recompute, optimizer step. Reports the peak memory, where in the step "
       "it happens, and the step time split into forward, backward and "
       "recompute.");
-  command->add_option("--profile", flags->profile, "profile.json of the model")
+  command->add_option("--profile", flags->profile.name, "profile.json of the model")
       ->required();
-  command->add_option("--plan", flags->plan, "plan.json to simulate")
+  command->add_option("--plan", flags->plan.name, "plan.json to simulate")
       ->required();
   // Given but empty is an error, not "the plan's own".
   command->add_option_function<std::string>(

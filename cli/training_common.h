@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
-#include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/plan_io/plan.h"
 

@@ -25,7 +25,7 @@ install(DIRECTORY
 # LibTorch parts: a second export set, loaded only for COMPONENTS executor,
 # so that torch-free users never need to find LibTorch.
 if(SACPLAN_WITH_TORCH)
-  set(torch_targets sacplan_torch_models sacplan_memory_meter sacplan_executor
+  set(torch_targets sacplan_torch_models sacplan_metering sacplan_executor
                     sacplan_orchestration sacplan_cpu_profiler)
   # The fused CUDA kernels the LibTorch modules call with --kernels fused.
   if(TARGET sacplan_kernels_torch)
@@ -41,6 +41,7 @@ if(SACPLAN_WITH_TORCH)
     DESTINATION ${SACPLAN_CMAKE_INSTALL_DIR})
   install(DIRECTORY
     ${PROJECT_SOURCE_DIR}/models/torch/include/
+    ${PROJECT_SOURCE_DIR}/metering/include/
     ${PROJECT_SOURCE_DIR}/executor/include/
     ${PROJECT_SOURCE_DIR}/orchestration/include/
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -1,6 +1,7 @@
 #include "sacplan/api/bridge_rules.h"
 
 #include "absl/strings/str_cat.h"
+#include "command_parts.h"
 #include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/status_macros.h"
 
@@ -11,7 +12,7 @@ absl::StatusOr<std::string> AppliedBlocksJson(const Plan& plan, const LoadedProf
   std::vector<SaveMask> masks;
   if (loaded != nullptr) {
     // Simulate's checks, as `sacplan simulate` makes them.
-    RETURN_IF_ERROR(Simulate(*loaded, plan, std::nullopt, plan_name).status());
+    RETURN_IF_ERROR(SimulateChecks(*loaded, plan, plan_name));
     ASSIGN_OR_RETURN(masks, MasksFromPlan(loaded->analyzed, plan));
   }
   const std::vector<ActedTriggers> triggers = TriggersActedAt(plan);

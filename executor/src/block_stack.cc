@@ -1,9 +1,9 @@
+// The block stack: forward and backward of every block by its lowered
+// schedule over real tensors, as one autograd node (offload's host copies:
+// block_offload.cc).
 #include "block_stack.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <span>
 #include <string>
 #include <utility>
 
@@ -12,18 +12,14 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
-#include "sacplan/executor/memory_meter.h"
+#include "block_offload.h"
+#include "sacplan/metering/memory_meter.h"
+#include "stack_state.h"
 
 namespace sacplan::executor_internal {
 namespace {
 
 using torch::autograd::variable_list;
-
-// Live tensors of one block, by BlockAnalysis tensor index.
-using TensorTable = std::vector<at::Tensor>;
-
-static_assert(kMemoryCategoryCount <= kMemoryAccountCount);
-int Account(MemoryCategory category) { return static_cast<int>(category); }
 
 // Whether another tensor shares t's storage (an alias the schedule tracks).
 bool StorageShared(const at::Tensor& t) { return t.storage().use_count() > 1; }
@@ -84,22 +80,6 @@ std::vector<at::Tensor> Gather(const TensorTable& table,
   return tensors;
 }
 
-// Everything the blocks hold between forward and backward.
-struct StackState {
-  const TorchModel* model = nullptr;
-  const AnalyzedModel* analyzed = nullptr;
-  const std::vector<BlockSchedule>* schedules = nullptr;
-  std::shared_ptr<RecomputeCounter> counter;
-  const MomentObserver* observer = nullptr;  // may be null or empty
-  std::vector<at::Tensor> shared;     // BlockStackInputs::shared
-  std::vector<TensorTable> live;      // per block: kept tensors
-  // Per block, per offload copy (BlockSchedule::offload): its host tensor.
-  std::vector<std::vector<at::Tensor>> host;
-  std::unique_ptr<HostCopies> copies;  // made at the first offload
-  // Per block input tensor index: the slot in `shared`, or -1.
-  std::vector<std::vector<int>> shared_slot;
-};
-
 void RunOpForward(const StackState& state, int b, int k, TensorTable& table) {
   const BlockAnalysis& block = state.analyzed->blocks[b];
   const OpNode& node = block.ops[k];
@@ -128,88 +108,6 @@ void Timed(const StackState& state, int b, const ScheduleStep& step, Run run) {
   state.counter->observer({b, step.op, step.kind,
                            std::chrono::duration<double, std::milli>(end - start).count(),
                            end_cpu_ms - start_cpu_ms});
-}
-
-void FreeAll(TensorTable& table, std::span<const int> indices) {
-  for (int t : indices) table[t].reset();
-}
-
-// The copier for tensors on `like`'s device, made at the first copy.
-HostCopies& Copier(StackState& state, const at::Tensor& like) {
-  if (state.copies == nullptr) state.copies = MakeHostCopies(like.device(), state.counter->host);
-  return *state.copies;
-}
-
-// The offload copies of block b's schedule.
-const std::vector<OffloadCopy>& Copies(const StackState& state, int b) {
-  return (*state.schedules)[b].offload.copies;
-}
-
-// After forward step k (-1: as the forward starts): the copies issued then
-// go to the host, and the device buffers freed then are dropped.
-void OffloadAfter(StackState& state, int b, int k, TensorTable& table) {
-  const std::vector<OffloadCopy>& copies = Copies(state, b);
-  for (size_t c = 0; c < copies.size(); ++c) {
-    if (copies[c].issued_after == k) {
-      state.host[b][c] = Copier(state, table[copies[c].tensor]).ToHost(table[copies[c].tensor]);
-    }
-  }
-  for (const OffloadCopy& copy : copies) {
-    if (copy.freed_after == k) table[copy.tensor].reset();
-  }
-}
-
-// Before backward step s: the prefetches issued then, back on the device
-// as kept tensors. Led copies (`led`) are issued at the block after's lead
-// trigger instead (LeadBefore).
-void PrefetchBefore(StackState& state, int b, int s, TensorTable& table, bool led = false) {
-  const std::vector<OffloadCopy>& copies = Copies(state, b);
-  for (size_t c = 0; c < copies.size(); ++c) {
-    if (copies[c].prefetch_before != s || copies[c].led != led) continue;
-    ScopedMemoryAccount account(Account(MemoryCategory::kKept));
-    table[copies[c].tensor] = state.copies->ToDevice(state.host[b][c]);
-  }
-}
-
-// Offload windows (CopyWindows) of block b-1 in block b's steps.
-// Before b's forward step k: b-1's copies spilled that far drop their device
-// tensors; at b-1's spill trigger compute first waits for every copy to the
-// host, then drops the rest.
-void SpillBefore(StackState& state, int b, int k) {
-  if (b == 0) return;
-  const BlockCopies& before = (*state.schedules)[b - 1].offload;
-  if (before.spill_trigger < 0) return;
-  if (k == before.spill_trigger) state.copies->FinishCopiesToHost();
-  for (const OffloadCopy& copy : before.copies) {
-    if (copy.freed_before_next < 0) continue;
-    if (copy.freed_before_next == k || (k == before.spill_trigger && copy.freed_before_next > k)) {
-      state.live[b - 1][copy.tensor].reset();
-    }
-  }
-}
-
-// Before b's backward step s: at b-1's lead trigger, b-1's led copies back.
-void LeadBefore(StackState& state, int b, const ScheduleStep& step) {
-  if (b == 0) return;
-  const BlockCopies& before = (*state.schedules)[b - 1].offload;
-  if (before.lead_trigger_op < 0 || step.kind != StepKind::kBackward ||
-      step.op != before.lead_trigger_op) {
-    return;
-  }
-  PrefetchBefore(state, b - 1, 0, state.live[b - 1], /*led=*/true);
-}
-
-// Frees `indices` of the table and the host copies of those offloaded.
-void FreeWithHostCopies(StackState& state, int b, TensorTable& table,
-                        std::span<const int> indices) {
-  FreeAll(table, indices);
-  const std::vector<OffloadCopy>& copies = Copies(state, b);
-  if (copies.empty()) return;
-  for (int t : indices) {
-    for (size_t c = 0; c < copies.size(); ++c) {
-      if (copies[c].tensor == t) state.host[b][c].reset();
-    }
-  }
 }
 
 void Observe(const StackState& state, Phase phase, int b, int k) {

@@ -1,7 +1,7 @@
 #ifndef SACPLAN_PLANNER_SEARCH_CHAIN_LAYER_H_
 #define SACPLAN_PLANNER_SEARCH_CHAIN_LAYER_H_
 
-// One layer of the solver's chain DP (Solver::RunChain): the states it
+// One layer of the solver's chain DP (SolverCore::RunChain): the states it
 // keeps per bucket of kept bytes, and the sharing of a layer's offers
 // between two threads.
 

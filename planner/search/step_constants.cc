@@ -104,11 +104,11 @@ class EmptyBlock {
 
 }  // namespace
 
-absl::StatusOr<Solver::StepConstants> ComputeStepConstants(const AnalyzedModel& model,
-                                                           Semantics semantics) {
+absl::StatusOr<StepConstants> ComputeStepConstants(const AnalyzedModel& model,
+                                                   Semantics semantics) {
   const int block_count = static_cast<int>(model.blocks.size());
   const bool fsdp = model.model->parallel.fsdp;
-  Solver::StepConstants c;
+  StepConstants c;
   c.forward_base.assign(block_count, 0);
   c.forward_gather_base.assign(block_count, 0);
   c.backward_base.assign(block_count, 0);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/ir/graph.h"
 #include "sacplan/profiler/cpu_profiler.h"

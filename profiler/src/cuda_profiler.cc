@@ -12,8 +12,8 @@
 #include "cupti_collector.h"
 #include "gpu_call.h"
 #include "sacplan/api/host_memory.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/status_macros.h"
-#include "sacplan/executor/memory_meter.h"
 
 namespace sacplan {
 namespace {

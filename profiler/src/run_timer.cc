@@ -10,9 +10,8 @@
 #include "sacplan/status_macros.h"
 
 namespace sacplan {
-namespace {
 
-double NowMs(HostClock clock) {
+double ReadHostClockMs(HostClock clock) {
   if (clock == HostClock::kProcessCpu) {
     timespec now{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
@@ -23,17 +22,15 @@ double NowMs(HostClock clock) {
       .count();
 }
 
-}  // namespace
-
 absl::Status WallClockTimer::Begin(const std::string& /*label*/) {
   if (running_) return absl::FailedPreconditionError("timer: run already begun");
   running_ = true;
-  started_ms_ = NowMs(clock_);
+  started_ms_ = now_ms_();
   return absl::OkStatus();
 }
 
 absl::Status WallClockTimer::End() {
-  const double stopped_ms = NowMs(clock_);
+  const double stopped_ms = now_ms_();
   if (!running_) return absl::FailedPreconditionError("timer: End without Begin");
   running_ = false;
   times_ms_.push_back(stopped_ms - started_ms_);

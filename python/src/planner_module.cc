@@ -1,7 +1,7 @@
 // sacplan_torch._planner: the planner in the Python process (nanobind).
 // The planning functions take a profile (and plan) as JSON text or a file
 // path and return what the command line writes, byte for byte, from the
-// same code (sacplan/api/planning.h). The rest give sacplan_torch the
+// same calls (sacplan/api/commands.h). The rest give sacplan_torch the
 // facts the planner derives, so that Python repeats none of its rules
 // (sacplan/api/bridge_rules.h, outside_blocks.h, the presets, the limits,
 // the host link's copy time). Errors raise _planner.PlannerError with the
@@ -23,6 +23,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "sacplan/api/bridge_rules.h"
+#include "sacplan/api/commands.h"
 #include "sacplan/api/host_memory.h"
 #include "sacplan/api/planning.h"
 #include "sacplan/planner/memory/host_memory.h"
@@ -60,14 +61,20 @@ struct Source {
   std::string name;
 };
 
-std::unique_ptr<api::LoadedProfile> LoadProfile(const Source& profile) {
-  return OrRaise(profile.is_path ? api::LoadProfileFile(profile.text_or_path)
-                                 : api::LoadProfileText(profile.text_or_path, profile.name));
+// The source as the api's commands take it (sacplan/api/commands.h).
+api::Document ToDocument(const Source& source) {
+  if (source.is_path) return {.name = source.text_or_path};
+  return {.name = source.name, .text = source.text_or_path};
 }
 
 Plan LoadPlan(const Source& plan) {
   return OrRaise(plan.is_path ? ReadPlanFile(plan.text_or_path)
                               : api::LoadPlanText(plan.text_or_path, plan.name));
+}
+
+std::unique_ptr<api::LoadedProfile> LoadProfile(const Source& profile) {
+  return OrRaise(profile.is_path ? api::LoadProfileFile(profile.text_or_path)
+                                 : api::LoadProfileText(profile.text_or_path, profile.name));
 }
 
 // (plan.json text, summary): `sacplan plan`. budget "" with a preset: none.
@@ -77,54 +84,53 @@ std::pair<std::string, std::string> MakePlan(const Source& profile, const std::s
                                              const std::string& semantics,
                                              const std::string& host_budget,
                                              const std::string& output_name) {
-  if (budget.empty() && preset.empty()) {
-    throw PlannerError("give budget (the fastest plan that fits) or preset");
-  }
-  PlanRequest request;
-  if (!budget.empty()) request.budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
-  request.semantics = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
-  request.budget_kind = OrRaise(ParseBudgetKind(budget_kind));
-  request.preset = preset;
-  request.host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  request.model_name = loaded->profile->model_name;
-  request.model_config = loaded->profile->model_config;
-  api::PlanOutput out = OrRaise(api::MakePlanText(*loaded, request, output_name));
-  return {std::move(out.plan_json), std::move(out.summary)};
+  api::PlanAnswer answer = OrRaise(api::PlanCommand({.profile = ToDocument(profile),
+                                                     .budget = budget,
+                                                     .budget_kind = budget_kind,
+                                                     .preset = preset,
+                                                     .semantics = semantics,
+                                                     .host_budget = host_budget,
+                                                     .output = output_name,
+                                                     .names = api::FlagNames::kKeywords}));
+  return {std::move(answer.plan_json), std::move(answer.summary)};
 }
 
 // `sacplan simulate --json` (the line without its newline).
 std::string Simulate(const Source& profile, const Source& plan,
                      const std::optional<std::string>& semantics) {
-  std::optional<Semantics> chosen;
-  if (semantics.has_value()) chosen = OrRaise(api::ParseSemanticsText(*semantics, "semantics"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  const Plan parsed = LoadPlan(plan);
-  return api::SimulationJson(OrRaise(api::Simulate(*loaded, parsed, chosen, plan.name)));
+  api::SimulateAnswer answer = OrRaise(api::SimulateCommand({.profile = ToDocument(profile),
+                                                             .plan = ToDocument(plan),
+                                                             .semantics = semantics,
+                                                             .json = true,
+                                                             .names = api::FlagNames::kKeywords}));
+  answer.output.pop_back();
+  return std::move(answer.output);
 }
 
 // `sacplan compare`'s table.
 std::string Compare(const Source& profile, const std::string& budget,
                     const std::string& semantics, const std::string& host_budget) {
-  const int64_t budget_bytes = OrRaise(api::ParseBudget(budget, "budget"));
-  const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
-  const int64_t host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  return OrRaise(api::CompareText(*loaded, budget_bytes, chosen, host_budget_bytes));
+  return OrRaise(api::CompareCommand({.profile = ToDocument(profile),
+                                      .budget = budget,
+                                      .semantics = semantics,
+                                      .host_budget = host_budget,
+                                      .names = api::FlagNames::kKeywords}))
+      .table;
 }
 
 // (frontier.json text, summary): `sacplan frontier`. `points` as text, so
 // that an int of any size gets the command line's message.
-std::pair<std::string, std::string> Frontier(const Source& profile, const std::string& points_text,
+std::pair<std::string, std::string> Frontier(const Source& profile,
+                                             const std::string& points_text,
                                              const std::string& semantics,
                                              const std::string& host_budget) {
   const int points = OrRaise(api::ParseFrontierPoints(points_text, "points"));
-  const Semantics chosen = OrRaise(api::ParseSemanticsText(semantics, "semantics"));
-  const int64_t host_budget_bytes = OrRaise(api::ParseHostBudget(host_budget, "host_budget"));
-  const std::unique_ptr<api::LoadedProfile> loaded = LoadProfile(profile);
-  api::FrontierOutput out =
-      OrRaise(api::FrontierText(*loaded, points, chosen, host_budget_bytes));
-  return {std::move(out.frontier_json), std::move(out.summary)};
+  api::FrontierAnswer answer = OrRaise(api::FrontierCommand({.profile = ToDocument(profile),
+                                                             .points = points,
+                                                             .semantics = semantics,
+                                                             .host_budget = host_budget,
+                                                             .names = api::FlagNames::kKeywords}));
+  return {std::move(answer.frontier_json), std::move(answer.summary)};
 }
 
 // apply_plan's check before it pins: PlannerError with api::CheckHostFits'
@@ -198,20 +204,18 @@ NB_MODULE(_planner, m) {
         OrRaise(sacplan::api::CheckRandomDraws(index, draws));
       },
       nb::arg("index"), nb::arg("draws"));
-  nb::class_<sacplan::MeasuredOutsideBlocks>(m, "MeasuredOutsideBlocks")
+  using Measured = sacplan::MeasuredOutsideBlocks;
+  nb::class_<Measured>(m, "MeasuredOutsideBlocks")
       .def(nb::init<>())
-      .def_rw("head_forward_peak_bytes", &sacplan::MeasuredOutsideBlocks::head_forward_peak_bytes)
-      .def_rw("head_backward_peak_bytes",
-              &sacplan::MeasuredOutsideBlocks::head_backward_peak_bytes)
-      .def_rw("param_grad_bytes", &sacplan::MeasuredOutsideBlocks::param_grad_bytes)
-      .def_rw("output_grad_bytes", &sacplan::MeasuredOutsideBlocks::output_grad_bytes)
-      .def_rw("shared_input_grad_bytes", &sacplan::MeasuredOutsideBlocks::shared_input_grad_bytes)
-      .def_rw("released_output_bytes", &sacplan::MeasuredOutsideBlocks::released_output_bytes)
-      .def_rw("freed_at_forward_end_bytes",
-              &sacplan::MeasuredOutsideBlocks::freed_at_forward_end_bytes)
-      .def_rw("embedding_backward_peak_bytes",
-              &sacplan::MeasuredOutsideBlocks::embedding_backward_peak_bytes)
-      .def_rw("embedding_grad_bytes", &sacplan::MeasuredOutsideBlocks::embedding_grad_bytes);
+      .def_rw("head_forward_peak_bytes", &Measured::head_forward_peak_bytes)
+      .def_rw("head_backward_peak_bytes", &Measured::head_backward_peak_bytes)
+      .def_rw("param_grad_bytes", &Measured::param_grad_bytes)
+      .def_rw("output_grad_bytes", &Measured::output_grad_bytes)
+      .def_rw("shared_input_grad_bytes", &Measured::shared_input_grad_bytes)
+      .def_rw("released_output_bytes", &Measured::released_output_bytes)
+      .def_rw("freed_at_forward_end_bytes", &Measured::freed_at_forward_end_bytes)
+      .def_rw("embedding_backward_peak_bytes", &Measured::embedding_backward_peak_bytes)
+      .def_rw("embedding_grad_bytes", &Measured::embedding_grad_bytes);
   m.def("outside_block_bytes", &OutsideBlockBytes, nb::arg("measured"));
   m.def("compared_preset_names", &sacplan::ComparedPresetNames);
   m.def("copy_setup_us", &sacplan::HostLink::CopySetupUs, nb::arg("copy_ms"), nb::arg("bytes"),

@@ -3,8 +3,9 @@ the measured peak of real PyTorch training steps under the applied plan.
 
 Five example models (python/examples) at two sizes each, bf16 autocast with
 fp32 master weights and AdamW, whole steps: none, full, attn_only,
-torchtitan and the optimal plan at two budgets. The issue's bar: within 3%,
-and the plans rank the same by measured and by predicted peak.
+torchtitan and the optimal plan at two budgets. Each prediction within the
+README's stated error plus one margin (TOLERANCE), and the plans rank the
+same by measured and by predicted peak.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from sacplan_cli import check_predictions, plan_path, plans_for, simulate
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE_NAMES = ("wan_block", "single_stream", "llama_block", "flux_double_stream", "moe_block")
 CASES = [(example, size) for example in EXAMPLE_NAMES for size in ("small", "large")]
-TOLERANCE = 0.03
+# The README's claim (Accuracy, the bridge row): predicted minus
+# measured peak within 1.9% on every example (LLaMA's full and attn_only
+# plans are the furthest; the others within 0.9%).
+STATED_ERROR = 0.019
+# The one margin, a fifth of a point. Run to run the peaks here are
+# byte-exact (the allocator's record); what may move them is another CPU or
+# PyTorch build sizing differently the few bytes capture does not see.
+MARGIN = 0.002
+TOLERANCE = STATED_ERROR + MARGIN
 
 
 def make_setup(example: str, size: str, dtype=torch.bfloat16):

@@ -3,7 +3,7 @@
 // against the eager search it replaced, on the captures in bench/data,
 // both semantics. Before the search refined its settled picks with
 // replacements, trades between two blocks and bands of the exact frontier
-// (Solver::Refine), its plans at these budgets, of 16 from full
+// (SolverCore::Refine), its plans at these budgets, of 16 from full
 // checkpointing's peak to none's, were up to 0.06% (Wan-style, torch-sac),
 // 0.03% (Wan-style, sacplan; FLUX-style, torch-sac) and 0.005% (FLUX-style,
 // sacplan) slower; BM_LazyAgainstEager prints all 16.

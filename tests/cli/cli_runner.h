@@ -25,6 +25,13 @@ CliResult RunSacplan(const std::vector<std::string>& args,
 // The same for another executable, e.g. a copy of sacplan elsewhere.
 CliResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
                     const std::filesystem::path& dir);
+// RunSacplan for a command that must succeed: exit status 0 and nothing on
+// stderr (checked with EXPECT, so the test goes on); returns its stdout.
+std::string MustRun(const std::vector<std::string>& args, const std::filesystem::path& dir);
+// `sacplan profile <model flags> --device h100 -o dir/profile.json`, which
+// must succeed; returns the profile's path.
+std::filesystem::path MakeProfile(const std::filesystem::path& dir,
+                                  const std::vector<std::string>& model);
 
 // A fresh, empty directory for one test, under gtest's TempDir().
 std::filesystem::path FreshDir(const std::string& name);
@@ -36,13 +43,6 @@ void WriteJson(const std::filesystem::path& path, const nlohmann::json& doc);
 
 // Number of lines in `text` (a final newline does not start a line).
 int LineCount(const std::string& text);
-
-// Runs a command that must succeed (exit 0, nothing on stderr: gtest
-// failures otherwise); returns its stdout.
-std::string MustRun(const std::vector<std::string>& args, const std::filesystem::path& dir);
-// `sacplan profile MODEL... --device h100` into dir/profile.json.
-std::filesystem::path MakeProfile(const std::filesystem::path& dir,
-                                  const std::vector<std::string>& model);
 
 // A plan's `predicted` figures.
 struct Predicted {

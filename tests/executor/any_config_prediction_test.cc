@@ -1,7 +1,8 @@
 // Peak predictions that hold on configs no other test names (see
 // unnamed_configs.h): a CPU profile predicts, for none, full and an optimal
-// plan under both semantics, a training step's peak within 1%. Memory does
-// not depend on load, so this is a unit test; the step-time check on the
+// plan under both semantics, a training step's peak within the README's
+// stated error plus one margin (kPeakTolerance). Memory does not depend on
+// load, so this is a unit test; the step-time check on the
 // same configs is step_time_fidelity_test (label fidelity).
 #include <gtest/gtest.h>
 
@@ -16,8 +17,8 @@
 
 #include "executor_test_util.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/profiler/cpu_profiler.h"
 #include "unnamed_configs.h"
 
@@ -26,12 +27,21 @@ namespace {
 
 using testing::ModelCase;
 
-constexpr double kPeakTolerance = 0.01;
+// The README's claim (Accuracy, the executor row): on these configs a profile
+// measured on this CPU predicts the peak of none, full and an optimal plan
+// under both semantics within 0.7%.
+constexpr double kStatedPeakError = 0.007;
+// The one margin, a fifth of a point, as prediction_test's: the peaks are
+// byte-exact run to run; another CPU or LibTorch build may size differently
+// the allocations no profile field names yet (the head-width tensor live at
+// Wan's peak, most of the +0.4-0.7% there).
+constexpr double kPeakMargin = 0.002;
+constexpr double kPeakTolerance = kStatedPeakError + kPeakMargin;
 constexpr int kSteps = 3;
 
 class AnyConfigPredictionTest : public ::testing::TestWithParam<ModelCase> {};
 
-TEST_P(AnyConfigPredictionTest, PeakWithinOnePercent) {
+TEST_P(AnyConfigPredictionTest, PeakWithinTheStatedError) {
   const ModelConfig config = GetParam().Config();
   at::set_num_threads(1);
   auto meter = CreateMemoryMeter(at::Device(at::kCPU));

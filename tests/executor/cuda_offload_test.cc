@@ -19,7 +19,7 @@ namespace {
 bool HasNvidiaDriver() { return std::filesystem::exists("/dev/nvidiactl"); }
 
 TEST(CudaOffloadTest, OffloadPlansKeepGradientsAndHostBytes) {
-  if (!HasNvidiaDriver()) GTEST_SKIP() << "no NVIDIA driver on this machine";
+  if (!HasNvidiaDriver()) GTEST_SKIP() << "needs a GPU (no NVIDIA driver on this machine)";
   for (const testing::ModelCase& c : testing::ParityCases()) {
     SCOPED_TRACE(c.label);
     auto created = CreateTorchModel(c.Config(), 3, at::Device(at::kCUDA, 0));

@@ -13,7 +13,7 @@
 
 #include "executor_test_util.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 
 namespace sacplan {
 namespace {

@@ -1,7 +1,8 @@
 // Prediction = measurement on CPU: a whole training step under a plan, run
-// by the executor and metered by the counting allocator, peaks within 2% of
-// what the simulator predicts from a measured CPU profile, and re-runs the
-// number of ops its schedule says.
+// by the executor and metered by the counting allocator, peaks within the
+// README's stated error plus one margin (kPeakTolerance) of what the
+// simulator predicts from a measured CPU profile, and re-runs the number of
+// ops its schedule says.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +11,8 @@
 
 #include "executor_test_util.h"
 #include "sacplan/executor/executor.h"
-#include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/orchestration/whole_step.h"
 #include "sacplan/profiler/cpu_profiler.h"
 
@@ -20,6 +21,18 @@ namespace {
 
 using testing::ModelCase;
 using testing::NamedPlan;
+
+// The README's claim (Accuracy, the executor rows): on these configs the measured
+// peak is within 1.0% of the prediction (the wider Wan's is the largest
+// error; the LLaMA configs' are within 8 bytes, wan-tiny's 0.06%).
+constexpr double kStatedPeakError = 0.010;
+// The one margin, a fifth of a point. Run to run the peaks here are
+// byte-exact, at 1 and 2 ATen threads alike; what may move them is another
+// CPU or LibTorch build sizing differently the few allocations no profile
+// field names yet (a head-width tensor live at Wan's peak; wan-tiny's
+// -0.06%), which the measured profile cannot follow.
+constexpr double kPeakMargin = 0.002;
+constexpr double kPeakTolerance = kStatedPeakError + kPeakMargin;
 
 std::vector<ModelCase> PredictionCases() {
   std::vector<ModelCase> cases = testing::ParityCases();
@@ -43,7 +56,7 @@ absl::StatusOr<CpuProfileResult> QuickProfile(const ModelConfig& config) {
   return MeasureCpuProfileWithWholeSteps(config, options);
 }
 
-TEST_P(PredictionTest, MeasuredPeakIsWithinTwoPercentOfTheSimulators) {
+TEST_P(PredictionTest, MeasuredPeakIsWithinTheStatedErrorOfTheSimulators) {
   const ModelConfig config = GetParam().Config();
   auto meter = CreateMemoryMeter(at::Device(at::kCPU));
   ASSERT_TRUE(meter.ok()) << meter.status();
@@ -71,7 +84,7 @@ TEST_P(PredictionTest, MeasuredPeakIsWithinTwoPercentOfTheSimulators) {
                   GetParam().label.c_str(), plan.name.c_str(), SemanticsName(semantics),
                   static_cast<long long>(predicted.peak_bytes),
                   static_cast<long long>(run->peak_bytes), 100 * error);
-      EXPECT_LE(std::abs(error), 0.02);
+      EXPECT_LE(std::abs(error), kPeakTolerance);
       EXPECT_EQ(run->steps.back().recomputed_ops, predicted.recomputed_ops);
       least_peak = std::min(least_peak, predicted.peak_bytes);
       most_peak = std::max(most_peak, predicted.peak_bytes);
@@ -88,10 +101,10 @@ TEST_P(PredictionTest, MeasuredPeakIsWithinTwoPercentOfTheSimulators) {
 }
 
 // Offload plans: the device peak the counting allocator measures (host
-// copies live outside it) within 2% of the simulator's, and the host bytes
-// held exactly as predicted. The executor follows the copy decisions that
-// the plan's timed profile (the measured one's memory, h100 roofline times
-// and link) made.
+// copies live outside it) within kPeakTolerance of the simulator's, and the
+// host bytes held exactly as predicted. The executor follows the copy
+// decisions that the plan's timed profile (the measured one's memory, h100
+// roofline times and link) made.
 // How many of a plan's copies outlive their block's forward (spilled) or
 // come back before its backward (led): CopyWindows.
 struct WindowedCopies {
@@ -154,7 +167,7 @@ TEST_P(PredictionTest, OffloadPlansPeakAndHoldHostBytesAsPredicted) {
         EXPECT_GT(windowed.spilled, 0);
         EXPECT_GT(windowed.led, 0);
       }
-      EXPECT_LE(std::abs(error), 0.02);
+      EXPECT_LE(std::abs(error), kPeakTolerance);
       if (semantics == Semantics::kSacplan || plan.name != "offload@least") {
         EXPECT_GT(predicted.host_peak_bytes, 0);
       }

@@ -20,7 +20,7 @@ using sacplan::testing::Randn;
 using sacplan::testing::RelErr;
 
 #define SKIP_WITHOUT_GPU()                                                   \
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device: fused kernels not run"
+  if (!at::hasCUDA()) GTEST_SKIP() << "needs a GPU (no CUDA device)"
 
 struct Dtype {
   at::ScalarType type;

@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "search/candidates.h"
+#include "search/offload_candidates.h"
 
 namespace sacplan::testing {
 

@@ -1,4 +1,7 @@
-// The solver's per-block candidate generators (planner/search/candidates.h).
+// The solver's per-block candidate generators (planner/search/candidates.h):
+// every save mask, recompute times, neighbours, what is worth simulating,
+// block costs and the candidate lists kept (the frontier generators:
+// candidates_frontier_test.cc).
 #include "search/candidates.h"
 
 #include <gtest/gtest.h>
@@ -9,38 +12,24 @@
 #include <string>
 #include <vector>
 
+#include "candidates_test_util.h"
 #include "test_graphs.h"
 
 namespace sacplan {
 namespace {
 
-constexpr double kMsTolerance = 1e-9;
+using candidates_test::FrontierTestBlock;
+using candidates_test::KnapsackCounts;
+using candidates_test::kMsTolerance;
+using candidates_test::MarkedBlock;
 
-bool Covers(const SaveOutcome& a, const SaveOutcome& b) {
-  return a.kept_bytes <= b.kept_bytes && a.recompute_ms <= b.recompute_ms + kMsTolerance;
-}
-
-bool Dominates(const BlockCost& a, const BlockCost& b) {
+bool DominatesWithinTolerance(const BlockCost& a, const BlockCost& b) {
   return a.kept_bytes <= b.kept_bytes && a.forward_peak_bytes <= b.forward_peak_bytes &&
          a.backward_peak_bytes <= b.backward_peak_bytes &&
          a.recompute_ms <= b.recompute_ms + kMsTolerance;
 }
 
 int64_t RoundUp(int64_t bytes, int64_t quantum) { return (bytes + quantum - 1) / quantum; }
-
-// A random block with op 1 a collective and op 3 never_save.
-BlockAnalysis MarkedBlock(uint32_t seed, int ops) {
-  Block block = testing::RandomBlock(0, ops, seed, 48, 16);
-  block.ops[1].collective = true;
-  block.ops[3].never_save = true;
-  return *AnalyzeBlock(block);
-}
-
-// The frontier tests' blocks: every third one marked, the others plain.
-BlockAnalysis FrontierTestBlock(uint32_t seed) {
-  return seed % 3 == 0 ? MarkedBlock(seed, 9)
-                       : *AnalyzeBlock(testing::RandomBlock(0, 9, seed, 48, 16));
-}
 
 TEST(AllSaveMasksTest, EnumeratesEveryChoiceOfTheFreeOps) {
   const BlockAnalysis block = MarkedBlock(3, 6);
@@ -57,8 +46,6 @@ TEST(AllSaveMasksTest, EnumeratesEveryChoiceOfTheFreeOps) {
   EXPECT_EQ(AllSaveMasks(*AnalyzeBlock(testing::ChainBlock(0))).size(), 8u);
 }
 
-// The (kept bytes, recompute time) frontier generators lose nothing: every
-// save set is matched or beaten on both by one of theirs.
 // The solver gives a block the recompute time of the ops recomputed on
 // another block of its memory structure (RecomputedOps), summed in its own
 // times: that must be the block's RecomputeMs to the last bit.
@@ -88,186 +75,6 @@ TEST(RecomputedOpsTest, TheirOwnTimesSumToRecomputeMs) {
     }
     // Saving every op, plain autograd recomputes nothing.
     EXPECT_TRUE(RecomputedOps(a, SaveMask(a.ops.size(), true)).empty());
-  }
-}
-
-TEST(FrontierSaveMasksTest, CoverEverySaveSetOnKeptBytesAndRecomputeTime) {
-  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-    for (uint32_t seed = 1; seed <= 25; ++seed) {
-      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = FrontierTestBlock(seed);
-      std::vector<SaveOutcome> frontier;
-      for (const SaveMask& mask : FrontierSaveMasks(block, semantics, 1)) {
-        ASSERT_EQ(mask.size(), block.ops.size());
-        frontier.push_back(DecideSaves(block, mask, semantics));
-      }
-      std::vector<SaveMask> all = AllSaveMasks(block);
-      if (semantics == Semantics::kTorchSac) all = DropUselessSaves(block, std::move(all));
-      for (const SaveMask& mask : all) {
-        const SaveOutcome outcome = DecideSaves(block, mask, semantics);
-        EXPECT_TRUE(std::any_of(frontier.begin(), frontier.end(),
-                                [&](const SaveOutcome& f) { return Covers(f, outcome); }))
-            << "kept " << outcome.kept_bytes << " recompute " << outcome.recompute_ms;
-      }
-      // And it is far smaller than the 2^n sets it stands for.
-      EXPECT_LT(frontier.size(), all.size());
-    }
-  }
-}
-
-// torch-sac's knapsack counts a checkpointed save set as the outputs
-// (block outputs aside) of its saved ops the re-run reaches, and the
-// re-run's time.
-std::pair<int64_t, double> KnapsackCounts(const BlockAnalysis& block, const SaveMask& mask) {
-  int64_t kept_bytes = 0;
-  for (int k = 0; k < block.op_count(); ++k) {
-    if (!mask[k] || !TorchSacRerunReaches(block, k)) continue;
-    for (int out : block.ops[k].outputs) {
-      if (!block.tensors[out].block_output) kept_bytes += block.tensors[out].bytes;
-    }
-  }
-  return {kept_bytes, TorchSacCheckpointMs(block, mask)};
-}
-
-// A region's frontier is the whole frontier's save sets in that region,
-// plus plain autograd's, and it is smaller. Checked on torch-sac's
-// knapsack, whose counts the test can redo; both programmes keep only
-// sets of the whole frontier, fewer for a smaller region.
-TEST(FrontierSaveMasksTest, InARegionAreTheWholeFrontiersSetsThere) {
-  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-    size_t whole_total = 0;
-    size_t region_total = 0;
-    for (uint32_t seed = 1; seed <= 25; ++seed) {
-      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = FrontierTestBlock(seed);
-      const std::vector<SaveMask> whole = FrontierSaveMasks(block, semantics, 1);
-      std::vector<int64_t> kept;
-      std::vector<double> times;
-      for (const SaveMask& mask : whole) {
-        if (EveryOpSaved(block, mask)) continue;
-        const auto [kept_bytes, ms] = KnapsackCounts(block, mask);
-        kept.push_back(kept_bytes);
-        times.push_back(ms);
-      }
-      std::sort(kept.begin(), kept.end());
-      std::sort(times.begin(), times.end());
-      times.erase(std::unique(times.begin(), times.end()), times.end());
-      if (times.size() < 2) continue;
-      // Cut both ways inside the frontier; the time between two of its
-      // times, clear of rounding. The larger region holds the smaller.
-      const size_t at = times.size() / 3;
-      const FrontierRegion region{kept[kept.size() * 2 / 3], 0.5 * (times[at] + times[at + 1])};
-      const FrontierRegion larger{kept.back(), times[at + 1] + 1};
-      const std::vector<SaveMask> small_masks = FrontierSaveMasks(block, semantics, 1, region);
-      const std::vector<SaveMask> larger_masks = FrontierSaveMasks(block, semantics, 1, larger);
-      const std::set<SaveMask> in_region(small_masks.begin(), small_masks.end());
-      const std::set<SaveMask> in_larger(larger_masks.begin(), larger_masks.end());
-      const std::set<SaveMask> in_whole(whole.begin(), whole.end());
-      EXPECT_TRUE(std::includes(in_whole.begin(), in_whole.end(), in_larger.begin(),
-                                in_larger.end()));
-      EXPECT_TRUE(std::includes(in_larger.begin(), in_larger.end(), in_region.begin(),
-                                in_region.end()));
-      if (semantics == Semantics::kTorchSac) {
-        for (const SaveMask& mask : whole) {
-          const auto [kept_bytes, ms] = KnapsackCounts(block, mask);
-          const bool inside =
-              EveryOpSaved(block, mask) ||
-              (kept_bytes <= region.max_kept_bytes && ms <= region.max_recompute_ms);
-          EXPECT_EQ(in_region.contains(mask), inside)
-              << "kept " << kept_bytes << " recompute " << ms;
-        }
-      }
-      whole_total += whole.size();
-      region_total += in_region.size();
-    }
-    EXPECT_LT(region_total, whole_total);
-    EXPECT_GT(region_total, 0u);
-  }
-}
-
-// The recompute time a frontier programme counts for a checkpointed set.
-double CountedMs(const BlockAnalysis& block, const SaveMask& mask, Semantics semantics) {
-  return semantics == Semantics::kTorchSac ? KnapsackCounts(block, mask).second
-                                           : DecideSaves(block, mask, semantics).recompute_ms;
-}
-
-// A band of recompute times (min_recompute_ms too) holds every set of the
-// whole frontier whose time falls in it, and no set outside it; what the
-// whole frontier's faster sets would have pruned may come along.
-TEST(FrontierSaveMasksTest, InATimeBandHoldTheWholeFrontiersSetsThere) {
-  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-    size_t whole_total = 0;
-    size_t band_total = 0;
-    for (uint32_t seed = 1; seed <= 25; ++seed) {
-      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = FrontierTestBlock(seed);
-      const std::vector<SaveMask> whole = FrontierSaveMasks(block, semantics, 1);
-      std::vector<double> times;
-      for (const SaveMask& mask : whole) {
-        if (!EveryOpSaved(block, mask)) times.push_back(CountedMs(block, mask, semantics));
-      }
-      std::sort(times.begin(), times.end());
-      times.erase(std::unique(times.begin(), times.end()), times.end());
-      if (times.size() < 4) continue;
-      // Bounds between two of the frontier's times, clear of rounding.
-      const size_t low = times.size() / 4;
-      const size_t high = std::min(times.size() * 3 / 4, times.size() - 2);
-      FrontierRegion band;
-      band.min_recompute_ms = 0.5 * (times[low - 1] + times[low]);
-      band.max_recompute_ms = 0.5 * (times[high] + times[high + 1]);
-      const std::vector<SaveMask> in_band = FrontierSaveMasks(block, semantics, 1, band);
-      const std::set<SaveMask> band_set(in_band.begin(), in_band.end());
-      for (const SaveMask& mask : whole) {
-        const double ms = CountedMs(block, mask, semantics);
-        if (EveryOpSaved(block, mask) || ms < band.min_recompute_ms ||
-            ms > band.max_recompute_ms) {
-          continue;
-        }
-        EXPECT_TRUE(band_set.contains(mask)) << "recompute " << ms;
-      }
-      for (const SaveMask& mask : in_band) {
-        if (EveryOpSaved(block, mask)) continue;
-        const double ms = CountedMs(block, mask, semantics);
-        EXPECT_GE(ms, band.min_recompute_ms - kMsTolerance);
-        EXPECT_LE(ms, band.max_recompute_ms + kMsTolerance);
-      }
-      whole_total += whole.size();
-      band_total += band_set.size();
-    }
-    EXPECT_LT(band_total, whole_total);
-    EXPECT_GT(band_total, 0u);
-  }
-}
-
-// So does a floor on kept bytes (min_kept_bytes). Checked on torch-sac's
-// knapsack, whose kept bytes the test can redo (sacplan's programme counts
-// what backward needs, which DecideSaves's kept bytes exceed).
-TEST(FrontierSaveMasksTest, AboveAKeptFloorHoldTheWholeFrontiersSetsThere) {
-  for (uint32_t seed = 1; seed <= 25; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    const BlockAnalysis block = FrontierTestBlock(seed);
-    const std::vector<SaveMask> whole = FrontierSaveMasks(block, Semantics::kTorchSac, 1);
-    std::vector<int64_t> kept;
-    for (const SaveMask& mask : whole) {
-      if (!EveryOpSaved(block, mask)) kept.push_back(KnapsackCounts(block, mask).first);
-    }
-    std::sort(kept.begin(), kept.end());
-    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
-    if (kept.size() < 2) continue;
-    FrontierRegion floor;
-    floor.min_kept_bytes = kept[kept.size() / 2];
-    const std::vector<SaveMask> above = FrontierSaveMasks(block, Semantics::kTorchSac, 1, floor);
-    const std::set<SaveMask> above_set(above.begin(), above.end());
-    for (const SaveMask& mask : whole) {
-      if (EveryOpSaved(block, mask)) continue;
-      EXPECT_EQ(above_set.contains(mask),
-                KnapsackCounts(block, mask).first >= floor.min_kept_bytes);
-    }
-    for (const SaveMask& mask : above) {
-      if (!EveryOpSaved(block, mask)) {
-        EXPECT_GE(KnapsackCounts(block, mask).first, floor.min_kept_bytes);
-      }
-    }
   }
 }
 
@@ -328,38 +135,6 @@ TEST(WithNeighboursTest, InARegionKeepEveryNeighbourInsideIt) {
     region_total += region_set.size();
   }
   EXPECT_LT(region_total, whole_total);
-}
-
-// At a coarser grain the frontier keeps one label per multiple of the
-// quantum at each op, so a save set is matched on time by one that keeps at
-// most a quantum more per op decided; and it is smaller.
-TEST(FrontierSaveMasksTest, AtAQuantumCoverEverySaveSetWithinAQuantumPerOp) {
-  constexpr int64_t kQuantum = 24;
-  for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
-    size_t exact_total = 0;
-    size_t coarse_total = 0;
-    for (uint32_t seed = 1; seed <= 25; ++seed) {
-      SCOPED_TRACE(std::string(SemanticsName(semantics)) + " seed " + std::to_string(seed));
-      const BlockAnalysis block = FrontierTestBlock(seed);
-      const int64_t slack = kQuantum * block.op_count();
-      std::vector<SaveOutcome> coarse;
-      for (const SaveMask& mask : FrontierSaveMasks(block, semantics, kQuantum)) {
-        coarse.push_back(DecideSaves(block, mask, semantics));
-      }
-      exact_total += FrontierSaveMasks(block, semantics, 1).size();
-      coarse_total += coarse.size();
-      std::vector<SaveMask> all = AllSaveMasks(block);
-      if (semantics == Semantics::kTorchSac) all = DropUselessSaves(block, std::move(all));
-      for (const SaveMask& mask : all) {
-        const SaveOutcome outcome = DecideSaves(block, mask, semantics);
-        EXPECT_TRUE(std::any_of(coarse.begin(), coarse.end(), [&](const SaveOutcome& f) {
-          return f.kept_bytes <= outcome.kept_bytes + slack &&
-                 f.recompute_ms <= outcome.recompute_ms + 1e-9;
-        })) << "kept " << outcome.kept_bytes << " recompute " << outcome.recompute_ms;
-      }
-    }
-    EXPECT_LT(coarse_total, exact_total) << SemanticsName(semantics);
-  }
 }
 
 // The solver costs a block in another block's simulation plus its own
@@ -424,14 +199,14 @@ TEST(ParetoCandidatesTest, KeepsExactlyTheUndominatedCosts) {
                 EvaluateBlock(block, kept[i].mask, semantics).kept_bytes);
       for (size_t j = 0; j < kept.size(); ++j) {
         if (i != j) {
-          EXPECT_FALSE(Dominates(kept[j].cost, kept[i].cost)) << i << " " << j;
+          EXPECT_FALSE(DominatesWithinTolerance(kept[j].cost, kept[i].cost)) << i << " " << j;
         }
       }
     }
     for (const SaveMask& mask : all) {
       const BlockCost cost = EvaluateBlock(block, mask, semantics);
       EXPECT_TRUE(std::any_of(kept.begin(), kept.end(), [&](const BlockCandidate& c) {
-        return Dominates(c.cost, cost);
+        return DominatesWithinTolerance(c.cost, cost);
       }));
     }
   }

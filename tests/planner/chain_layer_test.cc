@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <random>
 #include <thread>
@@ -130,7 +129,11 @@ TEST(BucketLayerTest, KeepLeanKeepsTheWindowedStateHoldingLeast) {
 
 // Run over layers of many sizes, one helper for all of them, keeps what
 // one thread offering every state would. The caller's first chunk waits
-// (up to a second) for the helper to take one, so that both offer.
+// until the helper has offered, so that both offer: it cannot wait forever
+// while Run shares chunks out, since a layer of two states or more has two
+// chunks or more and the helper takes the next one the caller leaves (a
+// split that never gave the helper work would hang here until ctest's
+// timeout). No clock: the wait is on the helper's first offer itself.
 TEST(LayerSplitTest, KeepsWhatOneThreadKeeps) {
   LayerSplit split;
   BucketLayer theirs(kQuantumBytes, kMaxPrefixBytes, /*keep_lean=*/false);
@@ -146,11 +149,9 @@ TEST(LayerSplitTest, KeepsWhatOneThreadKeeps) {
       const LayerSplit::OfferStates offer = [&](int from, int to, BucketLayer& into) {
         if (std::this_thread::get_id() != caller) {
           helper_offered = true;
+          helper_offered.notify_one();
         } else if (waiting.exchange(false)) {
-          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-          while (!helper_offered && std::chrono::steady_clock::now() < give_up) {
-            std::this_thread::yield();
-          }
+          helper_offered.wait(false);
         }
         for (int i = from; i < to; ++i) {
           for (int j = 0; j < 4; ++j) into.Offer(pool[4 * i + j]);

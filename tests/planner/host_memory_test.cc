@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "search/candidates.h"
+#include "search/offload_candidates.h"
 #include "sacplan/planner/plan_io/make_plan.h"
 #include "sacplan/planner/memory/schedule.h"
 #include "sacplan/planner/memory/simulator.h"

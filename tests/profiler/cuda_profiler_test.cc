@@ -31,7 +31,7 @@ TEST(CudaProfilerTest, WithoutAGpuSaysNoCudaDeviceInOneLine) {
 }
 
 TEST(CudaProfilerTest, TimesEveryOpFromItsKernels) {
-  if (!HasNvidiaDriver()) GTEST_SKIP() << "no NVIDIA driver on this machine";
+  if (!HasNvidiaDriver()) GTEST_SKIP() << "needs a GPU (no NVIDIA driver on this machine)";
   ASSERT_TRUE(CudaProfilerBuilt()) << "a GPU machine must build the CUDA profiler";
   CudaProfileOptions options;
   options.warmup = 1;
@@ -64,7 +64,7 @@ TEST(CudaProfilerTest, TimesEveryOpFromItsKernels) {
 }
 
 TEST(CudaProfilerTest, OneCollectorAtATime) {
-  if (!HasNvidiaDriver()) GTEST_SKIP() << "no NVIDIA driver on this machine";
+  if (!HasNvidiaDriver()) GTEST_SKIP() << "needs a GPU (no NVIDIA driver on this machine)";
   absl::StatusOr<std::unique_ptr<CuptiSession>> first = StartCuptiSession(0);
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<std::unique_ptr<CuptiSession>> second = StartCuptiSession(0);

@@ -1,11 +1,18 @@
 // Run timers. GpuRunTimer is driven by a fake ActivitySource that plays the
 // GPU: each pushed run "launches" kernels of scripted lengths, reported with
 // correlation records as CUPTI would, optionally losing a run's records.
+// WallClockTimer reads a scripted clock, so that no check here depends on
+// how fast this machine runs.
 #include "sacplan/profiler/run_timer.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <memory>
 #include <thread>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -94,19 +101,54 @@ absl::Status RunTimes(RunTimer& timer, const std::string& label, int runs) {
   return absl::OkStatus();
 }
 
+// A clock that reads the scripted times in turn, for WallClockTimer: the
+// timer's arithmetic checked to the exact ms, whatever the machine's load.
+WallClockTimer::ClockMs ScriptedClock(std::deque<double> readings_ms) {
+  return [readings = std::make_shared<std::deque<double>>(std::move(readings_ms))] {
+    if (readings->empty()) {
+      ADD_FAILURE() << "the timer read the clock more often than scripted";
+      return 0.0;
+    }
+    const double now = readings->front();
+    readings->pop_front();
+    return now;
+  };
+}
+
+double TimespecMs(const timespec& t) {
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
+// Each host clock is the one its name says: a read lands between two reads
+// of that clock taken around it (another clock would land far outside).
+TEST(ReadHostClockTest, ReadsTheClockItNames) {
+  timespec before{}, after{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &before);
+  const double cpu_ms = ReadHostClockMs(HostClock::kProcessCpu);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &after);
+  EXPECT_LE(TimespecMs(before), cpu_ms);
+  EXPECT_LE(cpu_ms, TimespecMs(after));
+
+  using Ms = std::chrono::duration<double, std::milli>;
+  const double steady_before = Ms(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const double wall_ms = ReadHostClockMs(HostClock::kWall);
+  const double steady_after = Ms(std::chrono::steady_clock::now().time_since_epoch()).count();
+  EXPECT_LE(steady_before, wall_ms);
+  EXPECT_LE(wall_ms, steady_after);
+}
+
 // The process CPU clock leaves out time the process does not run (here a
 // sleep; on a busy machine, time other work holds the cores), the wall
-// clock does not.
-TEST(WallClockTimerTest, ProcessCpuClockLeavesOutTimeSpentNotRunning) {
-  WallClockTimer wall(HostClock::kWall);
-  WallClockTimer cpu(HostClock::kProcessCpu);
-  ASSERT_TRUE(wall.Begin("sleep").ok());
-  ASSERT_TRUE(cpu.Begin("sleep").ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(cpu.End().ok());
-  ASSERT_TRUE(wall.End().ok());
-  EXPECT_GE(*wall.TakeMedianMs(0), 50.0);
-  EXPECT_LT(*cpu.TakeMedianMs(0), 25.0);
+// clock does not. No threshold: this process runs one thread, which gathers
+// no more CPU time than the time that passes, and none while it sleeps, so
+// the CPU clock moves strictly less than the wall clock on any machine.
+TEST(ReadHostClockTest, ProcessCpuClockLeavesOutTimeSpentNotRunning) {
+  const double wall_start = ReadHostClockMs(HostClock::kWall);
+  const double cpu_start = ReadHostClockMs(HostClock::kProcessCpu);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double cpu_ms = ReadHostClockMs(HostClock::kProcessCpu) - cpu_start;
+  const double wall_ms = ReadHostClockMs(HostClock::kWall) - wall_start;
+  EXPECT_LT(cpu_ms, wall_ms);
 }
 
 TEST(GpuRunTimerTest, MedianOfTimedRunsOfGpuBusyTime) {
@@ -185,20 +227,25 @@ TEST(GpuRunTimerTest, MisuseIsAnError) {
             absl::StatusCode::kInvalidArgument);  // one run, one skipped
 }
 
-TEST(WallClockTimerTest, MedianOfTimedRuns) {
-  WallClockTimer timer;
-  // A long first run, skipped as warmup, then three short ones.
-  ASSERT_TRUE(timer.Begin("x").ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(timer.End().ok());
-  ASSERT_TRUE(RunTimes(timer, "x", 3).ok());
+TEST(WallClockTimerTest, MedianOfTimedRunsAfterTheSkippedOnes) {
+  // A 50 ms first run, skipped as warmup, then runs of 2, 3 and 1 ms.
+  WallClockTimer timer(ScriptedClock({0, 50, 50, 52, 52, 55, 55, 56}));
+  ASSERT_TRUE(RunTimes(timer, "x", 4).ok());
   absl::StatusOr<double> ms = timer.TakeMedianMs(1);
   ASSERT_TRUE(ms.ok()) << ms.status();
-  EXPECT_GE(*ms, 0);
-  EXPECT_LT(*ms, 50);
+  EXPECT_DOUBLE_EQ(*ms, 2.0);
   EXPECT_EQ(timer.TakeMedianMs(0).status().code(), absl::StatusCode::kInvalidArgument)
       << "taken runs are gone";
+}
+
+TEST(WallClockTimerTest, MisuseIsAnError) {
+  WallClockTimer timer(ScriptedClock({0, 1, 2, 3}));
   EXPECT_EQ(timer.End().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(timer.Begin("x").ok());
+  EXPECT_EQ(timer.Begin("x").code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(timer.End().ok());
+  EXPECT_EQ(timer.TakeMedianMs(1).status().code(),
+            absl::StatusCode::kInvalidArgument);  // one run, one skipped
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ namespace sacplan::api {
 // {"blocks": [{"index", "save", "recompute", "offload", "checkpoint",
 // "spill_trigger", "lead_trigger", "block_before_leads"}, ...]}; the
 // triggers are those TriggersActedAt gives ("" for none). With `loaded`,
-// the plan's profile (the plan must fit it, as Simulate checks; errors
-// name `plan_name`), checkpoint and recompute follow the save set on the
+// the plan's profile (the plan must fit it, as `sacplan simulate` checks
+// it; errors name `plan_name`), checkpoint and recompute follow the save set on the
 // model (UnsavedOps); without, the plan's word for them
 // (StatedCheckpoint, its recompute list or none).
 absl::StatusOr<std::string> AppliedBlocksJson(const Plan& plan, const LoadedProfile* loaded,

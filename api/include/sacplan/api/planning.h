@@ -1,8 +1,10 @@
-// Planning in-process: what `sacplan plan`, `simulate --json`, `compare` and
-// `frontier` produce, as text, for the command line and the Python
-// extension (python/src/planner_module.cc) alike, so that both give the
-// same bytes. Pure C++ on the planner: no LibTorch, no CUDA, no files
-// written (callers write the text where they like).
+// The layer under the planning commands (commands.h): profiles and plans
+// loaded once, flag texts parsed, and plan.json and frontier.json made from
+// a loaded profile, for callers that plan many times on one profile
+// (benchmarks) or that need one piece (`sacplan report` and `autotune`
+// parse their flags with these; the profile writer checks its presets).
+// Pure C++ on the planner: no LibTorch, no CUDA, no files written (callers
+// write the text where they like).
 //
 // Errors are absl::Status with one line naming the problem; where a
 // profile or plan is at fault the line starts with its name (a path, or
@@ -12,13 +14,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sacplan/api/commands.h"
 #include "sacplan/planner/memory/caching_allocator.h"
 #include "sacplan/planner/plan_io/make_plan.h"
 #include "sacplan/planner/plan_io/plan.h"
@@ -66,44 +68,13 @@ absl::StatusOr<StepResult> SimulatePreset(const AnalyzedModel& model,
 absl::StatusOr<std::string> CheckedPlanText(const Plan& plan, const AnalyzedModel& model,
                                             const std::string& name);
 
-// `sacplan plan`: the plan.json text (as the reader accepts it; errors
-// read "cannot write <name>: ...") and the summary the command prints
-// before "wrote <path>".
-struct PlanOutput {
-  std::string plan_json;
-  std::string summary;
-};
-absl::StatusOr<PlanOutput> MakePlanText(const LoadedProfile& loaded, const PlanRequest& request,
+// PlanCommand's answer for `request` on a profile already loaded (the
+// plan.json text is checked against the reader; errors read "cannot write
+// <name>: ..."). The request's model_name and model_config are the
+// caller's to fill (the profile's).
+absl::StatusOr<PlanAnswer> MakePlanText(const LoadedProfile& loaded, const PlanRequest& request,
                                         const std::string& name);
 
-// `sacplan simulate`: the plan checked against the profile and replayed
-// under `semantics` (absent: the plan's own).
-struct Simulation {
-  Plan plan;
-  Semantics semantics = Semantics::kSacplan;
-  StepResult result;
-  AllocatorStats reserved;
-};
-absl::StatusOr<Simulation> Simulate(const LoadedProfile& loaded, const Plan& plan,
-                                    std::optional<Semantics> semantics,
-                                    const std::string& plan_name);
-// One line of JSON, as `simulate --json` prints it (without the newline).
-std::string SimulationJson(const Simulation& simulation);
-// The text `simulate` prints without --json.
-std::string SimulationText(const Simulation& simulation, const Model& model);
-
-// `sacplan compare`: the table it prints.
-// With a host budget (PlanRequest::host_budget_bytes) the table adds the
-// optimal plan with offload beside the one without.
-absl::StatusOr<std::string> CompareText(const LoadedProfile& loaded, int64_t budget_bytes,
-                                        Semantics semantics, int64_t host_budget_bytes = 0);
-
-// `sacplan frontier`: frontier.json text (schema sacplan.frontier/1) and
-// the one-line summary the command prints before "wrote <path>".
-struct FrontierOutput {
-  std::string frontier_json;
-  std::string summary;
-};
 // The most points a frontier may try: each is a solve, and 1000 already
 // resolves the frontier far finer than a chart or a person can use.
 inline constexpr int kMinFrontierPoints = 2;
@@ -114,7 +85,9 @@ absl::Status CheckFrontierPoints(int points, absl::string_view what);
 // The same for points as text ("64", as a caller outside C++ hands them
 // over, whatever their size); errors name `what` and the text.
 absl::StatusOr<int> ParseFrontierPoints(const std::string& text, absl::string_view what);
-absl::StatusOr<FrontierOutput> FrontierText(const LoadedProfile& loaded, int points,
+// FrontierCommand's answer on a profile already loaded; `host_budget_bytes`
+// as PlanRequest::host_budget_bytes. Errors: CheckFrontierPoints' ("points").
+absl::StatusOr<FrontierAnswer> FrontierText(const LoadedProfile& loaded, int points,
                                             Semantics semantics, int64_t host_budget_bytes = 0);
 
 // "26.80 GB (26800000000 bytes)": a figure a user may paste back as a budget.

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "sacplan/executor/executor.h"
 #include "sacplan/executor/op_observer.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/models/torch_model.h"
 
 namespace sacplan {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sacplan/executor/memory_meter.h"
 #include "sacplan/executor/training.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/ir/graph.h"
 #include "sacplan/planner/plan_io/plan.h"

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/ir/graph.h"

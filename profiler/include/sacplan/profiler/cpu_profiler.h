@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 #include "sacplan/models/model_config.h"
 #include "sacplan/models/torch_model.h"
 #include "sacplan/planner/plan_io/profile.h"

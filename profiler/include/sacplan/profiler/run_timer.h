@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,18 +43,28 @@ enum class HostClock {
   kProcessCpu,
 };
 
+// The host clock `clock` now, in ms since an arbitrary start (the same
+// start for every read of one clock in one process).
+double ReadHostClockMs(HostClock clock);
+
 // Host clock from Begin to End (wall time unless asked for CPU time): right
 // for work that runs on the calling thread (and the threads it waits for),
 // as on CPU.
 class WallClockTimer final : public RunTimer {
  public:
-  explicit WallClockTimer(HostClock clock = HostClock::kWall) : clock_(clock) {}
+  // Reads ms from an arbitrary start, never going back: ReadHostClockMs of
+  // one clock, or a scripted clock in tests.
+  using ClockMs = std::function<double()>;
+
+  explicit WallClockTimer(HostClock clock = HostClock::kWall)
+      : now_ms_([clock] { return ReadHostClockMs(clock); }) {}
+  explicit WallClockTimer(ClockMs now_ms) : now_ms_(std::move(now_ms)) {}
   absl::Status Begin(const std::string& label) override;
   absl::Status End() override;
   absl::StatusOr<double> TakeMedianMs(int skip) override;
 
  private:
-  HostClock clock_;
+  ClockMs now_ms_;
   double started_ms_ = 0;
   bool running_ = false;
   std::vector<double> times_ms_;

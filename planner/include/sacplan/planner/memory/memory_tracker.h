@@ -6,7 +6,7 @@
 // proves a step freed each of its buffers exactly once. The rules of *when* a buffer
 // is allocated and freed live in those interpreters, which share this one
 // ledger; the solver's plan-independent constants are read off it by running
-// the same interpreters (Solver::StepConstants).
+// the same interpreters (StepConstants, planner/search/step_constants.h).
 #ifndef SACPLAN_PLANNER_MEMORY_MEMORY_TRACKER_H_
 #define SACPLAN_PLANNER_MEMORY_MEMORY_TRACKER_H_
 

@@ -18,8 +18,8 @@
 // CUDA: c10::cuda::CUDACachingAllocator::getDeviceStats, aggregate pool:
 // allocated bytes are what live tensors hold (rounded up to the caching
 // allocator's 512-byte blocks), reserved bytes what it holds from the driver.
-#ifndef SACPLAN_EXECUTOR_MEMORY_METER_H_
-#define SACPLAN_EXECUTOR_MEMORY_METER_H_
+#ifndef SACPLAN_METERING_MEMORY_METER_H_
+#define SACPLAN_METERING_MEMORY_METER_H_
 
 #include <cstdint>
 #include <memory>
@@ -98,4 +98,4 @@ int64_t ReadMemoryAccount(int account);
 
 }  // namespace sacplan
 
-#endif  // SACPLAN_EXECUTOR_MEMORY_METER_H_
+#endif  // SACPLAN_METERING_MEMORY_METER_H_

@@ -1,7 +1,7 @@
 // The memory meters: the counting CPU allocator's exact byte counts, its
 // peak and reset, per-label attribution, intra-op threads; the CUDA meter
 // without a GPU.
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 
 #include <cstdint>
 #include <memory>

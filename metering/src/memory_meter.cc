@@ -1,6 +1,6 @@
 // CreateMemoryMeter: the CPU meter over the counting allocator, and the
 // dispatch to the CUDA meter when it is built.
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 
 #include <memory>
 

@@ -1,11 +1,11 @@
 // Internals of the counting CPU allocator shared by memory_meter.cc.
-#ifndef SACPLAN_EXECUTOR_SRC_CPU_ALLOCATOR_H_
-#define SACPLAN_EXECUTOR_SRC_CPU_ALLOCATOR_H_
+#ifndef SACPLAN_METERING_SRC_CPU_ALLOCATOR_H_
+#define SACPLAN_METERING_SRC_CPU_ALLOCATOR_H_
 
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 
 namespace sacplan {
 
@@ -17,4 +17,4 @@ void ResetCpuPeak();  // peak := current
 
 }  // namespace sacplan
 
-#endif  // SACPLAN_EXECUTOR_SRC_CPU_ALLOCATOR_H_
+#endif  // SACPLAN_METERING_SRC_CPU_ALLOCATOR_H_

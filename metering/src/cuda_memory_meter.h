@@ -1,14 +1,14 @@
 // The CUDA meter's factory, defined by cuda_memory_meter.cc when LibTorch has
 // CUDA and by no_cuda_memory_meter.cc otherwise.
-#ifndef SACPLAN_EXECUTOR_SRC_CUDA_MEMORY_METER_H_
-#define SACPLAN_EXECUTOR_SRC_CUDA_MEMORY_METER_H_
+#ifndef SACPLAN_METERING_SRC_CUDA_MEMORY_METER_H_
+#define SACPLAN_METERING_SRC_CUDA_MEMORY_METER_H_
 
 #include <memory>
 
 #include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
-#include "sacplan/executor/memory_meter.h"
+#include "sacplan/metering/memory_meter.h"
 
 namespace sacplan {
 
@@ -20,4 +20,4 @@ absl::StatusOr<std::unique_ptr<MemoryMeter>> CreateCudaMemoryMeter(
 
 }  // namespace sacplan
 
-#endif  // SACPLAN_EXECUTOR_SRC_CUDA_MEMORY_METER_H_
+#endif  // SACPLAN_METERING_SRC_CUDA_MEMORY_METER_H_
