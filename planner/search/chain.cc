@@ -1,4 +1,4 @@
-// Stages 1 and 2 of the search (search/pipeline.cc): the chain DP over
+// Stages 1-3 of the search (search/pipeline.cc): the chain DP over
 // blocks. States are (kept prefix, time added so far), one per bucket of
 // kept bytes; a block's candidate is allowed from a state if its moment
 // fits the budget (docs/memory_model.md#solver).

@@ -1,4 +1,4 @@
-// The chain DP over blocks (stage 1 and 2 of the pipeline,
+// The chain DP over blocks (stages 1-3 of the pipeline,
 // search/pipeline.cc): what it reads of each block's candidates. The chain
 // itself is SolverCore::RunChain (chain.cc).
 #ifndef SACPLAN_PLANNER_SEARCH_CHAIN_H_

@@ -1,9 +1,8 @@
 // Stage 4 of the search (search/pipeline.cc), one block at a time: once
 // the picks settle, save sets that could replace one block's pick alone
-// (exchanges), and the exact frontier just beside each pick (bands). The
-// lazy lists start from frontiers coarser than the chain's buckets and
-// grow one op's decision at a time around the picks; what these find lies
-// between the coarse frontier's labels.
+// (exchanges). The lazy lists start from frontiers coarser than the
+// chain's buckets and grow one op's decision at a time around the picks;
+// what this finds lies between the coarse frontier's labels.
 #include <algorithm>
 #include <utility>
 
@@ -70,32 +69,6 @@ bool SolverCore::AddExchanges(SearchLists& search, int64_t budget_bytes,
             InitialSaveMasks(analysis, options_.semantics, options_.exhaustive_max_ops,
                              std::max<int64_t>(1, quantum_bytes / kSearch.exchange_grain), region),
             list, may_replace, moment, FrontierRegion{kept_cap_bytes, time_cap_ms}),
-        analysis, cls, options_.semantics);
-  });
-  return std::find(added.begin(), added.end(), 1) != added.end();
-}
-
-bool SolverCore::AddBands(SearchLists& search, const std::vector<int>& choice,
-                          int threads) const {
-  const StepConstants& c = constants_;
-  const int block_count = static_cast<int>(choice.size());
-  const double band_ms = kSearch.band_share * ChoiceMs(search.lists, choice) / block_count;
-  std::vector<char> added(block_count, 0);
-  ParallelFor(block_count, threads, [&](int b) {
-    BlockClass& cls = *block_class_[b];
-    if (!cls.lazy) return;
-    const BlockAnalysis& analysis = model_->blocks[b];
-    const double pick_ms = CandidateMs((*search.lists[b])[choice[b]].cost);
-    FrontierRegion band;
-    band.max_recompute_ms = pick_ms + band_ms;
-    band.min_recompute_ms = pick_ms - band_ms;
-    auto moment = [&](const BlockCost& cost) { return BlockMoment(c, b, cost, 0); };
-    added[b] = search.Append(
-        b,
-        WorthSimulating(analysis, options_.semantics,
-                        InitialSaveMasks(analysis, options_.semantics,
-                                         options_.exhaustive_max_ops, 1, band),
-                        *search.lists[b], nullptr, moment),
         analysis, cls, options_.semantics);
   });
   return std::find(added.begin(), added.end(), 1) != added.end();

@@ -13,15 +13,15 @@
 //      states that the Lagrangian bound says may beat the plan so far;
 //      after each chain the lists of lazy blocks grow by the neighbours of
 //      the picks, until no pick has new neighbours.
-//   4. Refinements (exchanges.cc, trades.cc): once the picks settle,
-//      replacements of one block's pick and trades between two blocks, then
-//      the bands of the exact frontier beside each pick; after each that
-//      adds anything, stage 3 runs again.
-//   5. Greedy pass (greedy.cc): single blocks to faster candidates while
-//      the composed peak fits.
-//   6. Re-simulation: the plan simulated as a whole step; it must fit.
-//   7. Fallback: a preset (or the least-peak plan) that fits and is faster
+//   4. Refinement (exchanges.cc, trades.cc): once the picks settle,
+//      replacements of one block's pick and trades between two blocks;
+//      when that adds anything, stage 3 runs again.
+//   5. Re-simulation: the plan simulated as a whole step; it must fit.
+//   6. Fallback: a preset (or the least-peak plan) that fits and is faster
 //      is returned instead, so a plan is never worse than a preset.
+//
+// Which stages earn their place, measured on profiles they were not tuned
+// on: docs/search.md.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -63,9 +63,7 @@ absl::StatusOr<SolvedPlan> SolverCore::Solve(int64_t budget_bytes, int resolutio
       SearchChain(search, budget_bytes, /*minimize_peak=*/false, resolution, threads);
   absl::StatusOr<SolvedPlan> best = absl::NotFoundError("no plan");
   if (!choice.empty()) {
-    // 5. Greedy pass.
-    ImproveGreedily(search.lists, budget_bytes, choice);
-    // 6. Re-simulation.
+    // 5. Re-simulation.
     ASSIGN_OR_RETURN(best, Simulate(search.lists, choice));
     if (best->result.peak_bytes > budget_bytes) {
       return absl::InternalError(absl::StrCat(
@@ -73,7 +71,7 @@ absl::StatusOr<SolvedPlan> SolverCore::Solve(int64_t budget_bytes, int resolutio
           " exceeds budget ", budget_bytes));
     }
   }
-  // 7. Fallback: coarse buckets can lose the states near a reference plan's
+  // 6. Fallback: coarse buckets can lose the states near a reference plan's
   // peak.
   for (const SolvedPlan* plan : fallbacks) {
     if (plan->result.peak_bytes > budget_bytes) continue;
@@ -126,17 +124,12 @@ std::vector<int> SolverCore::Settle(SearchLists& search, int64_t budget_bytes,
       if (choice.empty()) break;
       // 3. Neighbour rounds.
       if (!AddNeighbours(search, choice, bound ? &*bound : nullptr, threads)) {
-        // 4. Settled. Then the picks meet, round by round, what the coarse
-        // frontiers missed (Refine), and the search settles again after
-        // each round that added any. The least peak needs none: its chain
-        // reads no times.
-        if (minimize_peak) break;
-        bool added = false;
-        while (!added && search.refinements < kSearch.refinement_rounds) {
-          added = Refine(search, search.refinements++, budget_bytes, quantum_bytes, choice,
-                         threads);
-        }
-        if (!added) break;
+        // 4. Settled. Then the picks meet, once, what the coarse frontiers
+        // missed (Refine), and the search settles again if that added any.
+        // The least peak needs none: its chain reads no times.
+        if (minimize_peak || search.refined) break;
+        search.refined = true;
+        if (!Refine(search, budget_bytes, quantum_bytes, choice, threads)) break;
       }
     }
     const std::optional<TimeBound> bound = bound_for(choice);
@@ -147,15 +140,13 @@ std::vector<int> SolverCore::Settle(SearchLists& search, int64_t budget_bytes,
   return choice;
 }
 
-bool SolverCore::Refine(SearchLists& search, int round, int64_t budget_bytes,
-                        int64_t quantum_bytes, const std::vector<int>& choice,
-                        int threads) const {
+bool SolverCore::Refine(SearchLists& search, int64_t budget_bytes, int64_t quantum_bytes,
+                        const std::vector<int>& choice, int threads) const {
   // sacplan semantics only trades. Its recompute counts do not add up over
   // ops, so its frontier programme can leave out no neighbour before it is
-  // decided, nor a set too fast for a band before its last op: exchanges
-  // and bands there cost far more planning time than under torch-sac.
+  // decided: exchanges there cost far more planning time than under
+  // torch-sac.
   const bool torch_sac = options_.semantics == Semantics::kTorchSac;
-  if (round > 0) return torch_sac && AddBands(search, choice, threads);
   // Trades after exchanges, whose sets their estimates then count.
   const bool exchanged =
       torch_sac && AddExchanges(search, budget_bytes, quantum_bytes, choice, threads);

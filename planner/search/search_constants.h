@@ -46,11 +46,10 @@ struct SearchConstants {
   // planning time.
   int neighbour_window = 1;
 
-  // Once the picks settle, refinements look for save sets the lazy lists
-  // lack (Refine): round 0 replacements of one block's pick (exchanges,
-  // torch-sac) and trades between two blocks, round 1 the exact frontier
-  // beside each pick (bands, torch-sac).
-  int refinement_rounds = 2;
+  // Once the picks settle, one refinement looks for save sets the lazy
+  // lists lack (Refine): replacements of one block's pick (exchanges,
+  // torch-sac) and trades between two blocks.
+  //
   // Exchanges read the block's frontier at the chain's bucket grain
   // divided by this: the lazy lists start from coarser frontiers, and a
   // replacement that fits lies between their labels.
@@ -62,10 +61,6 @@ struct SearchConstants {
   // trades are between the blocks that gain and pay most, and a model of
   // tens of blocks would otherwise pay for every pair.
   int trade_blocks = 4;
-  // A band is the exact frontier within this share of a block's mean time
-  // of its pick: the sets just beside the pick that the grains above thin
-  // away.
-  double band_share = 0.003;
 
   // Offload variants.
   //

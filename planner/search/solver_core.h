@@ -4,7 +4,7 @@
 // A solve then runs the stages search/pipeline.cc lists in order, each in a
 // file of its own: the chain DP (chain.cc), the neighbour rounds and the
 // refinements that grow the lists around its picks (neighbours.cc,
-// exchanges.cc, trades.cc), the greedy pass (greedy.cc).
+// exchanges.cc, trades.cc).
 #ifndef SACPLAN_PLANNER_SEARCH_SOLVER_CORE_H_
 #define SACPLAN_PLANNER_SEARCH_SOLVER_CORE_H_
 
@@ -79,10 +79,9 @@ class SolverCore {
   // as its incumbent are added (neighbours.cc).
   bool AddNeighbours(SearchLists& search, const std::vector<int>& choice,
                      const TimeBound* bound, int threads) const;
-  // Round `round` of what a settled time-minimising search adds: the
-  // first AddExchanges (torch-sac) and AddTrades, the second AddBands
-  // (torch-sac). Whether anything was added (pipeline.cc).
-  bool Refine(SearchLists& search, int round, int64_t budget_bytes, int64_t quantum_bytes,
+  // What a settled time-minimising search adds, once: AddExchanges
+  // (torch-sac), then AddTrades. Whether anything was added (pipeline.cc).
+  bool Refine(SearchLists& search, int64_t budget_bytes, int64_t quantum_bytes,
               const std::vector<int>& choice, int threads) const;
   // Per block, how many more bytes it may keep than its pick in `choice`
   // before a later block's moment, or the head, exceeds `budget_bytes`,
@@ -111,19 +110,7 @@ class SolverCore {
   // when nothing was added (trades.cc).
   bool AddTrades(SearchLists& search, int64_t budget_bytes, int64_t quantum_bytes,
                  const std::vector<int>& choice, int threads) const;
-  // Adds to each lazy block's list the exact frontier within
-  // kSearch.band_share of a block's mean time (in `choice`) of its pick:
-  // the sets that keep a little more or less than the pick, which the
-  // frontiers' grain thinned away. False when nothing was added
-  // (exchanges.cc).
-  bool AddBands(SearchLists& search, const std::vector<int>& choice, int threads) const;
-  // Stage 5 (greedy.cc): swaps single blocks to faster candidates while the
-  // composed peak still fits.
-  void ImproveGreedily(const CandidateLists& lists, int64_t budget_bytes,
-                       std::vector<int>& choice) const;
-  // Peak of a choice of candidates, composed from block costs (greedy.cc).
-  int64_t ComposedPeak(const CandidateLists& lists, const std::vector<int>& choice) const;
-  // Stage 6: the choice simulated as a whole step (pipeline.cc).
+  // Stage 5: the choice simulated as a whole step (pipeline.cc).
   absl::StatusOr<SolvedPlan> Simulate(const CandidateLists& lists,
                                       const std::vector<int>& choice) const;
   // The time a choice adds to the step: its candidates' CandidateMs summed.
