@@ -39,6 +39,12 @@ absl::StatusOr<SweepInputs> ReadSweepInputs(const std::string& semantics,
                                             const std::string& host_budget,
                                             const Document& profile, FlagNames names);
 
+// OK when `sacplan simulate` accepts `plan` for `loaded` under the plan's
+// own semantics (its checks and its replay); else its error, naming
+// `plan_name`.
+absl::Status SimulateChecks(const LoadedProfile& loaded, const Plan& plan,
+                            const std::string& plan_name);
+
 // The figure a plan's budget caps.
 int64_t CappedBytes(BudgetKind kind, const StepResult& result, const AllocatorStats& reserved);
 

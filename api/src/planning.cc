@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "command_parts.h"
@@ -74,11 +75,18 @@ absl::StatusOr<Semantics> ParseSemanticsText(const std::string& text, absl::stri
 }
 
 absl::Status CheckFrontierPoints(int points, absl::string_view what) {
-  if (points < 2 || points > kMaxFrontierPoints) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " ", points, ": must be between 2 and ", kMaxFrontierPoints));
+  return ParseFrontierPoints(absl::StrCat(points), what).status();
+}
+
+absl::StatusOr<int> ParseFrontierPoints(const std::string& text, absl::string_view what) {
+  int64_t points = 0;
+  if (!absl::SimpleAtoi(text, &points) || points < kMinFrontierPoints ||
+      points > kMaxFrontierPoints) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", text, ": must be between ",
+                                                   kMinFrontierPoints, " and ",
+                                                   kMaxFrontierPoints));
   }
-  return absl::OkStatus();
+  return static_cast<int>(points);
 }
 
 absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileFile(const std::string& path) {

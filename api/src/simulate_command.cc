@@ -124,6 +124,11 @@ std::string SimulationText(const Simulation& sim, const Model& model) {
 
 }  // namespace
 
+absl::Status SimulateChecks(const LoadedProfile& loaded, const Plan& plan,
+                            const std::string& plan_name) {
+  return Simulate(loaded, plan, std::nullopt, plan_name).status();
+}
+
 absl::StatusOr<SimulateAnswer> SimulateCommand(const SimulateFlags& flags) {
   std::optional<Semantics> semantics;
   if (flags.semantics.has_value()) {

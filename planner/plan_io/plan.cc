@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sacplan/planner/plan_io/json_reader.h"
+#include "plan_io/plan_blocks.h"
 #include "sacplan/planner/memory/schedule.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/status_macros.h"
 
 namespace sacplan {
@@ -107,16 +108,10 @@ absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
             "leave this one out"));
       }
     }
-    const int misreplayed = plan.semantics == Semantics::kTorchSac
-                                ? FirstMisreplayedRandomOp(analysis, mask)
-                                : -1;
-    if (misreplayed >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan block ", block.index, " recomputes random op '",
-          analysis.op_ids[misreplayed], "' after saving an earlier one: the re-run "
-          "would draw other random numbers than the forward (save every random op "
-          "from the first saved one on, or none)"));
+    if (plan.semantics == Semantics::kTorchSac) {
+      RETURN_IF_ERROR(CheckRandomReplay(analysis, mask, block.index));
     }
+    RETURN_IF_ERROR(CheckStatedRecompute(analysis, mask, block));
   }
   return masks;
 }
@@ -250,22 +245,27 @@ std::string GraphFingerprint(const Model& model) {
   return absl::StrFormat("%016x", hash);
 }
 
+absl::Status CheckModelConfigMatches(const Plan& plan, const json& model_config,
+                                     absl::string_view whose) {
+  if (!plan.model_config.is_object() || !model_config.is_object()) return absl::OkStatus();
+  for (const auto& [key, value] : plan.model_config.items()) {
+    const json* other = json_reader::Find(model_config, key);
+    if (other != nullptr && *other != value) {
+      return absl::InvalidArgumentError(absl::StrCat("plan is for another model: model_config.",
+                                                     key, " is ", value.dump(), " in the plan, ",
+                                                     other->dump(), " in ", whose));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckPlanMatches(const Plan& plan, const Profile& profile) {
   if (plan.model_name != profile.model_name) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan is for model '", plan.model_name, "', the profile is for '",
                      profile.model_name, "'"));
   }
-  if (plan.model_config.is_object() && profile.model_config.is_object()) {
-    for (const auto& [key, value] : plan.model_config.items()) {
-      const json* other = json_reader::Find(profile.model_config, key);
-      if (other != nullptr && *other != value) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "plan is for another model: model_config.", key, " is ", value.dump(),
-            " in the plan, ", other->dump(), " in the profile"));
-      }
-    }
-  }
+  RETURN_IF_ERROR(CheckModelConfigMatches(plan, profile.model_config, "the profile"));
   if (!plan.graph_fingerprint.empty()) {
     const std::string actual = GraphFingerprint(profile.model);
     if (plan.graph_fingerprint != actual) {
@@ -360,31 +360,7 @@ absl::StatusOr<Plan> PlanFromJson(const json& doc) {
                                               json_reader::kTimeRange));
     }
   }
-  const json* blocks = json_reader::Find(doc, "blocks");
-  if (blocks == nullptr) return json_reader::Error("blocks", "missing");
-  RETURN_IF_ERROR(json_reader::RequireArray(*blocks, "blocks"));
-  for (size_t i = 0; i < blocks->size(); ++i) {
-    const std::string path = absl::StrCat("blocks[", i, "]");
-    RETURN_IF_ERROR(json_reader::RequireObject((*blocks)[i], path));
-    BlockPlan block;
-    RETURN_IF_ERROR(json_reader::ReadInt32((*blocks)[i], "index", path, true,
-                                                   block.index, json_reader::kIndexRange));
-    RETURN_IF_ERROR(
-        json_reader::ReadStrings((*blocks)[i], "save", path, true, block.save));
-    RETURN_IF_ERROR(
-        json_reader::ReadStrings((*blocks)[i], "offload", path, false, block.offload));
-    RETURN_IF_ERROR(json_reader::ReadString((*blocks)[i], "spill_trigger", path, false,
-                                            block.spill_trigger));
-    RETURN_IF_ERROR(
-        json_reader::ReadString((*blocks)[i], "lead_trigger", path, false, block.lead_trigger));
-    RETURN_IF_ERROR(json_reader::ReadBool((*blocks)[i], "lead", path, false, block.lead));
-    if (!block.offload.empty() && schema == kPlanSchema) {
-      return json_reader::Error(path + ".offload",
-                                absl::StrCat("needs schema \"", kPlanSchemaOffload,
-                                             "\" (a plan/1 reader would ignore it)"));
-    }
-    plan.blocks.push_back(std::move(block));
-  }
+  RETURN_IF_ERROR(ReadPlanBlocks(doc, schema, plan.blocks));
   return plan;
 }
 
@@ -401,13 +377,12 @@ json PlanToJson(const Plan& plan, const AnalyzedModel& model) {
   json blocks = json::array();
   for (const BlockPlan& block : plan.blocks) {
     const BlockAnalysis& analysis = model.blocks[block.index];
-    const std::set<std::string> saved(block.save.begin(), block.save.end());
-    json recompute = json::array();
-    for (int k = 0; k < analysis.op_count(); ++k) {
-      if (!saved.count(analysis.op_ids[k]) && !analysis.ops[k].collective) {
-        recompute.push_back(analysis.op_ids[k]);
-      }
+    SaveMask saved(analysis.ops.size(), false);
+    for (const std::string& id : block.save) {
+      if (const int k = analysis.FindOp(id); k >= 0) saved[k] = true;
     }
+    json recompute = json::array();
+    for (int k : UnsavedOps(analysis, saved)) recompute.push_back(analysis.op_ids[k]);
     blocks.push_back({{"index", block.index},
                       {"save", block.save},
                       {"recompute", recompute},

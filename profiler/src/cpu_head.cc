@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "cpu_measure.h"
 #include "sacplan/planner/ir/bytes.h"
+#include "sacplan/planner/memory/outside_blocks.h"
 
 namespace sacplan::cpu_profiler_internal {
 namespace {
@@ -179,11 +180,9 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
   DropGrads(params);
   DropGrads(head_inputs);
 
-  // The simulator holds head_bytes through the head's forward and backward
-  // (less head_fwd_only_bytes in the backward) and adds, in its backward,
-  // the head's parameter gradients, the last output's gradient and every
-  // shared input's gradient: head_bytes is what the real head holds beyond
-  // those.
+  // The simulator holds the last output through the head's backward; a
+  // head that does not keep it has freed it by then. One meter pass takes
+  // the forward and the backward: the backward's peak is the pass's.
   const int64_t last_out_bytes = [&] {
     for (const Op& op : last.ops) {
       for (const TensorInfo& t : op.outputs) {
@@ -192,18 +191,15 @@ void MeasureHead(const TorchModel& model, const Batch& batch, MemoryMeter& meter
     }
     return int64_t{0};
   }();
-  // The simulator also holds the last output through the head's backward;
-  // a head that does not keep it has freed it by then.
-  const int64_t released_input_bytes =
-      HeadKeepsItsInput(model, last_out, leaves, batch) ? 0 : last_out_bytes;
-  const int64_t sim_grads = fixed.nonblock_grad_bytes + last_out_bytes +
-                            shared_grad_bytes + released_input_bytes;
-  // The forward may peak above what the backward holds beside the
-  // gradients (LLaMA's logits and their log-softmax): that part is
-  // forward-only, so the two phases peak where the real head does.
-  const int64_t bwd_bytes = std::max<int64_t>(0, total_extra - sim_grads);
-  fixed.head_bytes = std::max<int64_t>({0, fwd_extra, bwd_bytes});
-  fixed.head_fwd_only_bytes = fixed.head_bytes - bwd_bytes;
+  SetOutsideBlockBytes(
+      {.head_forward_peak_bytes = fwd_extra,
+       .head_backward_peak_bytes = total_extra,
+       .param_grad_bytes = fixed.nonblock_grad_bytes,
+       .output_grad_bytes = last_out_bytes,
+       .shared_input_grad_bytes = shared_grad_bytes,
+       .released_output_bytes =
+           HeadKeepsItsInput(model, last_out, leaves, batch) ? 0 : last_out_bytes},
+      fixed);
   fixed.head_fwd_ms = embed_fwd.median_ms + loss_fwd.median_ms;
   fixed.head_bwd_ms = loss_bwd.median_ms + embed_bwd.median_ms;
   if (head_param_grad_bytes != fixed.nonblock_grad_bytes) {

@@ -8,7 +8,7 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch import nn
@@ -22,20 +22,26 @@ from .naming import is_collective, is_named, is_random, split_op_id
 from .host_memory import check_host_fits
 from .offload import (BlockCopies, HostPool, PendingCall, Triggers, checkpoint_contexts,
                       input_offload, plain_offload, trigger_contexts)
-from .plan_doc import (PlanLike, check_autocast_matches, check_input_matches,
-                       check_plan_matches, load_plan)
+from .plan_doc import (PlanLike, check_autocast_matches, check_input_matches, load_plan,
+                       model_fingerprint)
+from .planner import check_random_draws
 
 _APPLIED = "_sacplan_applied_forward"
 
 
 class AppliedPlan:
     """Handle returned by apply_plan. `remove()` restores the blocks.
+    `plan`: the plan as written; `entries`: per block, by index, what the
+    planner derives from it and apply_plan acts on (planner.applied_plan:
+    save, recompute, offload, checkpoint, the copy triggers).
     `profile` (set by auto_checkpoint) gives explain() its bytes and times.
     `host` (HostPool): the host memory the plan's offloaded activations
     hold, `host.live_bytes` now and `host.peak_bytes` at most."""
 
-    def __init__(self, plan: Dict[str, Any], blocks: List[Tuple[str, nn.Module]]):
+    def __init__(self, plan: Dict[str, Any], entries: List[Dict[str, Any]],
+                 blocks: List[Tuple[str, nn.Module]]):
         self.plan = plan
+        self.entries = entries
         self.blocks = blocks
         self.profile: Optional[Dict[str, Any]] = None
         self.host = HostPool()
@@ -92,27 +98,6 @@ def _bound_inputs(forward, names: Set[str], args, kwargs) -> List[torch.Tensor]:
         return []
     bound = inspect.signature(forward).bind(*args, **kwargs).arguments
     return [bound[name] for name in sorted(names) if isinstance(bound.get(name), torch.Tensor)]
-
-
-def _check_random_replay(index: int, draws: List[Tuple[str, bool]]) -> None:
-    """Refuses a plan that saves a random op and recomputes a later one.
-
-    checkpoint restores the generator to its state at the block's start
-    before the re-run, and a saved (cached) call draws nothing there, so a
-    recomputed random call draws the forward's numbers only when every
-    random call before it is recomputed too (docs/memory_model.md, "Random
-    ops"). `draws`: the block's random calls in forward order, with whether
-    the policy saved each."""
-    saved_first = None
-    for op_id, saved in draws:
-        if saved:
-            saved_first = saved_first or op_id
-        elif saved_first is not None:
-            raise SacplanError(
-                f"plan: blocks[{index}] saves random op '{saved_first}' and recomputes "
-                f"the later random op '{op_id}', which would draw other numbers than in "
-                "the forward and change the gradients; save every random op from the "
-                "first saved one on, or none")
 
 
 def _check_all_ran(index: int, save: Set[str], named: Set[str], seen: Set[str],
@@ -283,7 +268,9 @@ def _wrap_block(applied: AppliedPlan, index: int, block: nn.Module, save: Set[st
             forward_draws = list(draws)
             draws.clear()
             state["draws_random"] = bool(forward_draws)
-            _check_random_replay(index, forward_draws)
+            # PyTorch's re-run replays the generator from the block's
+            # start (docs/memory_model.md, "Random ops"): the planner's rule.
+            check_random_draws(index, forward_draws)
             # Stays unchecked when one is missing: every later forward
             # refuses too. A plan for another model names other ops.
             _check_all_ran(index, save, named, seen, offload_ops)
@@ -305,12 +292,14 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
                model_name: str | None = None, profile=None) -> AppliedPlan:
     """Checkpoints the model's blocks as `plan` says.
 
-    Each block whose plan entry has `checkpoint: true` runs under
+    Each block the plan checkpoints (one that recomputes an op: its
+    `checkpoint` flag, which sacplan's reader holds to that meaning,
+    docs/plan_format.md) runs under
     `torch.utils.checkpoint.checkpoint(use_reentrant=False)` with a selective
     checkpoint policy: `MUST_SAVE` for the aten calls whose op id (see
     sacplan_torch.naming) is in the block's `save` list and for collectives
-    (`_c10d_functional`), `PREFER_RECOMPUTE` for every other call. Blocks
-    with `checkpoint: false` are left as they are. The blocks are changed in
+    (`_c10d_functional`), `PREFER_RECOMPUTE` for every other call. The
+    other blocks are left as they are. The blocks are changed in
     place (their `forward`), so apply before or after FSDP2's `fully_shard`.
 
     What a block's `offload` list names (schema /2) is kept in host memory
@@ -332,25 +321,23 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     traces, and op ids the block never runs are refused while it compiles.
     The plan is read by sacplan's own reader (the command line's, in this
     process), which refuses what `sacplan simulate` refuses with the same
-    message. With `profile` (the capture of this model, a dict or a path),
-    it is also checked against it as `sacplan simulate` does: model name and
-    config, graph fingerprint, one entry per block, op ids the blocks have
+    message, and what the blocks do (checkpointed or not, the copy
+    triggers they act at) is what the planner derives from it. With
+    `profile` (the capture of this model, a dict or a path), it is also
+    checked against it as `sacplan simulate` does: model name and config,
+    graph fingerprint, one entry per block, op ids the blocks have, a
+    `checkpoint` flag or `recompute` list that contradicts the save set
     (tests/conformance).
 
     Returns a handle whose `remove()` undoes the change.
     """
-    if profile is not None:
-        from .planner import check_plan
-
-        check_plan(profile, dict(plan) if isinstance(plan, Mapping) else plan)
-    plan = load_plan(plan)
     # torch.compile(block) wraps the block: the plan goes on the eager
     # block inside, which the wrapper's compiled code calls.
     found = [(name, eager_block(block)) for name, block in find_blocks(model, blocks)]
-    check_plan_matches(plan, model, found, model_name)
-    # A plan without semantics reads as sacplan, as the C++ reader has it
-    # (docs/plan_format.md).
-    semantics = plan.get("semantics", "sacplan")
+    plan, reading = load_plan(plan, profile=profile, model_name=model_name,
+                              model_config=model_fingerprint(model, found))
+    entries = reading["blocks"]
+    semantics = reading["semantics"]
     if semantics != "torch-sac":
         warnings.warn(
             f"plan was made for '{semantics}' semantics"
@@ -362,30 +349,25 @@ def apply_plan(model: nn.Module, plan: PlanLike, *, blocks: BlockSpec,
     for index, (name, block) in enumerate(found):
         if getattr(block, _APPLIED, False):
             raise SacplanError(f"blocks[{index}] ({name}): a plan is already applied")
-        entry = plan["blocks"][index]
+        entry = entries[index]
         _check_modules_exist(index, block, "save", entry["save"])
         for field in ("spill_trigger", "lead_trigger"):
-            if entry.get(field):
+            if entry[field]:
                 _check_modules_exist(index, block, field, [entry[field]])
-        offloads.append(_split_offload(index, block, entry.get("offload", [])))
+        offloads.append(_split_offload(index, block, entry["offload"]))
     if any(inputs or ops for inputs, ops in offloads):
         check_host_fits(plan)
-    applied = AppliedPlan(plan, found)
+    applied = AppliedPlan(plan, entries, found)
     for index, (name, block) in enumerate(found):
-        entry = plan["blocks"][index]
+        entry = entries[index]
         offload_inputs, offload_ops = offloads[index]
-        checkpointed = entry.get("checkpoint", True)
-        before = plan["blocks"][index - 1] if index > 0 else {}
-        # The triggers the block acts at: where it or the block before
-        # offloads (docs/python.md, "Offload").
-        block_before_leads = bool(before.get("lead"))
-        offloads_here = bool(offload_inputs or offload_ops or before.get("offload"))
+        # The copy triggers the block acts at (docs/python.md, "Offload").
         triggers = {field: entry[field] for field in ("spill_trigger", "lead_trigger")
-                    if offloads_here and entry.get(field)}
-        if checkpointed or offload_inputs or offload_ops or triggers:
+                    if entry[field]}
+        if entry["checkpoint"] or offload_inputs or offload_ops or triggers:
             _wrap_block(applied, index, block, set(entry["save"]),
-                        set(entry["save"]) | set(entry.get("recompute", [])), checkpointed,
-                        offload_inputs, offload_ops, triggers, block_before_leads)
+                        set(entry["save"]) | set(entry["recompute"]), entry["checkpoint"],
+                        offload_inputs, offload_ops, triggers, entry["block_before_leads"])
     for index, (name, block) in enumerate(found):
         hook = block.register_forward_pre_hook(
             functools.partial(_check_autocast, plan, index, name), with_kwargs=True)

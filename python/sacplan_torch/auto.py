@@ -129,19 +129,15 @@ def _autograd_keeps(block: Dict[str, Any]) -> List[str]:
             if any(out["id"] in needed for out in op.get("outputs", []))]
 
 
-def _decisions(plan: Dict[str, Any], found, profile: Dict[str, Any]) -> List[BlockDecision]:
+def _decisions(applied: AppliedPlan, found, profile: Dict[str, Any]) -> List[BlockDecision]:
     out = []
-    for entry in plan["blocks"]:
+    for entry in applied.entries:  # the planner's reading, against the profile
         index = entry["index"]
-        # As apply_plan reads it: an entry without the field is checkpointed.
-        checkpoint = bool(entry.get("checkpoint", True))
-        save = list(entry.get("save", []))
-        if not checkpoint:
-            save = _autograd_keeps(profile["blocks"][index])
+        checkpoint = entry["checkpoint"]
+        save = entry["save"] if checkpoint else _autograd_keeps(profile["blocks"][index])
         out.append(BlockDecision(index=index, name=found[index][0], checkpoint=checkpoint,
-                                 save=save,
-                                 recompute=list(entry.get("recompute", [])) if checkpoint else [],
-                                 offload=list(entry.get("offload", []))))
+                                 save=list(save), recompute=list(entry["recompute"]),
+                                 offload=list(entry["offload"])))
     return out
 
 
@@ -236,7 +232,7 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     return AutoCheckpoint(plan=plan, applied=applied,
                           predicted_peak_bytes=int(predicted.get("peak_bytes", 0)),
                           predicted_step_ms=float(predicted.get("step_ms", 0.0)),
-                          decisions=_decisions(plan, found, applied.profile),
+                          decisions=_decisions(applied, found, applied.profile),
                           captured=captured,
                           profile_path=profile_path, cache_key=key, notes=notes,
                           measured=checked.measured if checked else {},

@@ -46,6 +46,7 @@ from .graph import BlockRecord
 from .json_io import check_output_path, write_json_atomically
 from .memory import AllocationLog, optimizer_state_tensors, unique_storage_bytes
 from .plan_doc import PROFILE_SCHEMA, autocast_fingerprint, model_fingerprint
+from .planner import outside_block_bytes
 from .progress import Progress
 from .step_adapters import as_step
 from .storage import storage_key
@@ -208,28 +209,29 @@ def _fixed(s: TrainStep, rec: _Recorded, records: List[BlockRecord], phase, fsdp
     # all-gathers are the simulator's fsdp terms, not the head's).
     head_end = (distributed.BACKWARD_MARK if log.has(distributed.BACKWARD_MARK)
                 else "bwd_start")
-    # The head's forward and its backward, each its own moment: the
-    # simulator's StepPhases::HeadForward holds head_bytes -
-    # head_bwd_only_bytes there, beside what autocast's cache holds until the
-    # forward ends (the blocks' weight casts); HeadBackward holds head_bytes
-    # - head_fwd_only_bytes, with the non-block parameter gradients, the last
-    # block's outputs' gradients and the shared inputs' gradients, which are
-    # taken out of the measured backward peak.
     # Autocast's cache lets go of every weight cast made before the head
     # (the embeddings' and the blocks') when the region ends with the loss:
     # those that no backward keeps (in the recorded step, plain autograd)
-    # are freed there, and the head's backward starts from what was live
-    # less them, as StepPhases::HeadBackward does.
+    # are freed there, as the simulator frees them.
     casts_before_head = rec.tracer.embedding_cast_bytes + sum(
         o.bytes for t in rec.traces for op in t.ops if op.autocast_cached
         for o in op.outputs
         if not any(o.id in other.backward_needs for other in t.ops))
-    head_forward = max(0, log.peak(end_label, "loss_end") - log.live(end_label))
-    head_backward = max(0, log.peak("loss_end", head_end) - log.live(end_label)
-                        + casts_before_head - nonblock_grad_bytes - last_out_bytes
-                        - shared_grad_bytes)
-    head_bytes = max(head_forward, head_backward)
     embedding_grad_bytes = rec.root_grads["embedding"] if fsdp else sum(rec.embedding_grads)
+    # The head's and embeddings' bytes as the simulator's step phases hold
+    # them: the planner inverts its own accounting (outside_blocks.h).
+    # Under FSDP2 the embeddings' backward holds the root's collectives too,
+    # which the fsdp terms count: no scratch is read from it there.
+    embedding_start = None if fsdp else log.last_mark("0:bwd:")
+    embedding_peak = (log.peak(embedding_start, "bwd_end") - log.live(embedding_start)
+                      if embedding_start is not None and embedding_start.endswith(":end")
+                      else 0)
+    outside = outside_block_bytes(
+        head_forward_peak_bytes=log.peak(end_label, "loss_end") - log.live(end_label),
+        head_backward_peak_bytes=log.peak("loss_end", head_end) - log.live(end_label),
+        param_grad_bytes=nonblock_grad_bytes, output_grad_bytes=last_out_bytes,
+        shared_input_grad_bytes=shared_grad_bytes, freed_at_forward_end_bytes=casts_before_head,
+        embedding_backward_peak_bytes=embedding_peak, embedding_grad_bytes=embedding_grad_bytes)
     blocks_fwd_ms = sum(op.fwd_ms for r in records for op in r.ops)
     blocks_bwd_ms = sum(op.bwd_ms for r in records for op in r.ops)
     model = s.model
@@ -240,9 +242,9 @@ def _fixed(s: TrainStep, rec: _Recorded, records: List[BlockRecord], phase, fsdp
         "embedding_grad_bytes": embedding_grad_bytes,
         "embedding_saved_bytes": rec.tracer.embedding_saved_bytes,
         "embedding_fwd_only_bytes": rec.tracer.embedding_cast_bytes,
-        "head_bytes": head_bytes,
-        "head_fwd_only_bytes": head_bytes - head_backward,
-        "head_bwd_only_bytes": head_bytes - head_forward,
+        "head_bytes": outside["head_bytes"],
+        "head_fwd_only_bytes": outside["head_fwd_only_bytes"],
+        "head_bwd_only_bytes": outside["head_bwd_only_bytes"],
         "optimizer_step_bytes": max(0, log.peak("bwd_end", "opt_end") - log.live("bwd_end")),
         "head_fwd_ms": round(max(0.0, statistics.median(phase["forward"]) - blocks_fwd_ms), 6),
         "head_bwd_ms": round(max(0.0, statistics.median(phase["backward"]) - blocks_bwd_ms), 6),
@@ -250,22 +252,11 @@ def _fixed(s: TrainStep, rec: _Recorded, records: List[BlockRecord], phase, fsdp
     }
     if fsdp:
         fixed["fsdp_root_param_bytes"] = distributed.root_unsharded_bytes(model)
-    else:
-        workspace = _embedding_bwd_workspace(log, embedding_grad_bytes)
-        if workspace > 0:
-            fixed["embedding_bwd_workspace_bytes"] = workspace
+    if outside["embedding_bwd_workspace_bytes"] > 0:
+        # Scratch above the gradients the embeddings' backward makes (a
+        # patch-embedding convolution's under autocast).
+        fixed["embedding_bwd_workspace_bytes"] = outside["embedding_bwd_workspace_bytes"]
     return fixed
-
-
-def _embedding_bwd_workspace(log: AllocationLog, embedding_grad_bytes: int) -> int:
-    """Scratch the embeddings' backward takes above what is live when it
-    starts (after block 0's last op's backward) and the gradients it makes:
-    a patch-embedding convolution's under autocast. Not under FSDP2, where
-    the root's collectives run there too, which the fsdp terms count."""
-    start = log.last_mark("0:bwd:")
-    if start is None or not start.endswith(":end"):
-        return 0
-    return max(0, log.peak(start, "bwd_end") - log.live(start) - embedding_grad_bytes)
 
 
 def _profile(s: TrainStep, parallel: Optional[dict], warmup: int, repeats: int,

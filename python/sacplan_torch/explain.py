@@ -47,11 +47,12 @@ class Explanation:
 
 
 def _decision(entry: Dict[str, Any], op_id: str) -> str:
-    if op_id in set(entry.get("offload", [])):
+    """`entry`: the planner's reading of a block (AppliedPlan.entries)."""
+    if op_id in set(entry["offload"]):
         return "offload"
-    if not entry.get("checkpoint", True):
+    if not entry["checkpoint"]:
         return "keep"
-    return "save" if op_id in set(entry.get("save", [])) else "recompute"
+    return "save" if op_id in set(entry["save"]) else "recompute"
 
 
 def explain(model: nn.Module) -> Explanation:
@@ -64,7 +65,7 @@ def explain(model: nn.Module) -> Explanation:
                            "(apply_plan or auto_checkpoint first)")
     rows: List[OpDecision] = []
     profile_blocks = (applied.profile or {}).get("blocks")
-    for entry in applied.plan["blocks"]:
+    for entry in applied.entries:
         index = entry["index"]
         if profile_blocks is not None:
             for op in profile_blocks[index]["ops"]:
@@ -73,6 +74,6 @@ def explain(model: nn.Module) -> Explanation:
                     output_bytes=sum(int(out.get("bytes", 0)) for out in op.get("outputs", [])),
                     fwd_ms=op.get("fwd_ms"), recompute_ms=op.get("recompute_ms")))
         else:
-            for op_id in list(entry.get("save", [])) + list(entry.get("recompute", [])):
+            for op_id in entry["save"] + entry["recompute"]:
                 rows.append(OpDecision(block=index, op=op_id, decision=_decision(entry, op_id)))
     return Explanation(rows)

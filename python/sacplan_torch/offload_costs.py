@@ -32,6 +32,7 @@ import torch
 from .clock import cpu_now
 from .memory import sync
 from .offload import BlockCopies, HostPool, SavedOffload, _unpack
+from .planner import _planner
 
 COUNT = 64
 NBYTES = 4096
@@ -85,8 +86,9 @@ def copy_setup_us(device: torch.device, link: Dict[str, float], count: int = COU
             dst.copy_(src, non_blocking=True)
         end.record()
         end.synchronize()
-        per_copy_us = start.elapsed_time(end) * 1e3 / count
-        setups.append(max(0.0, per_copy_us - nbytes / (link[key] * 1e3)))
+        # The planner's copy time, inverted (HostLink::CopySetupUs).
+        setups.append(_planner().copy_setup_us(start.elapsed_time(end) / count, nbytes,
+                                               link[key]))
     return round(statistics.mean(setups), 3)
 
 

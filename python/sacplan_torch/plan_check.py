@@ -54,11 +54,6 @@ MAX_MEASURED = 3
 # Re-plans for a plan whose measured peak is over the budget.
 MAX_REPLANS = 2
 
-# The presets the check may measure: planner/include/sacplan/planner/search/presets.h
-# (PresetNames(), every_nth:N made concrete as the planner's compare does).
-PRESETS = ("none", "full", "torchtitan", "attn_only", "megatron", "every_nth:2",
-           "every_nth:4")
-
 PLAN = "plan"  # the planner's plan among the measured; re-plans are "re-plan 1", ...
 
 
@@ -96,11 +91,11 @@ def _decisions_key(plan: Dict[str, Any]) -> Tuple:
     """What a plan makes the blocks do, to tell two plans apart: a block
     left alone is the same whatever its `save` lists."""
     out = []
-    for entry in sorted(plan["blocks"], key=lambda e: e["index"]):
-        checkpoint = bool(entry.get("checkpoint", True))
+    for entry in planner.applied_plan(plan)["blocks"]:
+        checkpoint = entry["checkpoint"]
         out.append((entry["index"], checkpoint,
-                    frozenset(entry.get("save", [])) if checkpoint else None,
-                    frozenset(entry.get("offload", []))))
+                    frozenset(entry["save"]) if checkpoint else None,
+                    frozenset(entry["offload"])))
     return tuple(out)
 
 
@@ -122,10 +117,11 @@ class _Check:
     def first_candidates(self, plan: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
         """The plan, the fastest preset that fits the budget (other than
         one that makes the blocks do what the plan does: that is the plan),
-        and the presets predicted within STEP_TIME_ERROR of the plan,
+        and the presets predicted within STEP_TIME_ERROR of the plan (of
+        those the planner's compare measures, planner.compared_preset_names),
         fastest first, MAX_MEASURED plans in all."""
         presets = []
-        for name in PRESETS:
+        for name in planner.compared_preset_names():
             try:
                 preset = planner.plan(self.profile, preset=name, budget=self.budget,
                                       semantics=self.semantics, budget_kind=self.budget_kind)

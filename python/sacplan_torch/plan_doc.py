@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from typing import Any, Dict, Mapping, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -31,49 +31,24 @@ def _read_accepted(source: PlanLike) -> Dict[str, Any]:
         raise SacplanError(f"plan {source}: changed while being read ({exc})") from exc
 
 
-def load_plan(source: PlanLike) -> Dict[str, Any]:
+def load_plan(source: PlanLike, *, profile=None, model_name: Optional[str] = None,
+              model_config: Optional[Dict[str, Any]] = None
+              ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Reads a plan with sacplan's own reader (the command line's, through
     the planner extension), so that both refuse the same plans with the
-    same message, then checks the fields only apply_plan reads. Raises
+    same message, and returns (the plan as written, what sacplan derives
+    from it: planner.applied_plan's `semantics` and `blocks`, by index).
+    With `profile`, it is checked as `sacplan simulate` checks it; with
+    `model_config` (model_fingerprint's), against that live model. Raises
     SacplanError."""
     if not isinstance(source, (Mapping, str, os.PathLike)):
         raise SacplanError(
             f"plan: expected a file path or a dict, not {type(source).__name__}")
-    from .planner import read_plan
+    from .planner import applied_plan
 
-    read_plan(dict(source) if isinstance(source, Mapping) else source)
-    plan = _read_accepted(source)
-    blocks = plan["blocks"]
-    if not blocks:
-        raise SacplanError("plan: blocks must be a non-empty list")
-    # Blocks may come in any order, as sacplan's C++ reader takes them; each
-    # index once.
-    seen = set()
-    for i, block in enumerate(blocks):
-        index = block.get("index") if isinstance(block, dict) else None
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise SacplanError(f"plan: blocks[{i}].index must be an integer")
-        if not 0 <= index < len(blocks) or index in seen:
-            raise SacplanError(f"plan: block index {index} is out of range or repeated "
-                               f"(the plan has {len(blocks)} blocks)")
-        seen.add(index)
-    plan["blocks"] = blocks = sorted(blocks, key=lambda block: block["index"])
-    for i, block in enumerate(blocks):
-        save = block.get("save")
-        if not isinstance(save, list) or not all(isinstance(s, str) for s in save):
-            raise SacplanError(f"plan: blocks[{i}].save must be a list of op ids")
-        recompute = block.get("recompute", [])
-        if not isinstance(recompute, list) or not all(isinstance(s, str) for s in recompute):
-            raise SacplanError(f"plan: blocks[{i}].recompute must be a list of op ids")
-        if not isinstance(block.get("checkpoint", True), bool):
-            raise SacplanError(f"plan: blocks[{i}].checkpoint must be true or false")
-        offload = block.get("offload", [])
-        if not isinstance(offload, list) or not all(isinstance(s, str) for s in offload):
-            raise SacplanError(f"plan: blocks[{i}].offload must be a list of ids")
-    config = plan.get("model_config", {})
-    if not isinstance(config, dict):
-        raise SacplanError("plan: model_config must be an object")
-    return plan
+    doc = dict(source) if isinstance(source, Mapping) else source
+    reading = applied_plan(doc, profile, model_name, model_config)
+    return _read_accepted(source), reading
 
 
 def block_type_name(module: nn.Module) -> str:
@@ -94,8 +69,9 @@ def block_type_name(module: nn.Module) -> str:
 
 
 def model_fingerprint(model: nn.Module, blocks: Sequence[Tuple[str, nn.Module]]) -> Dict[str, Any]:
-    """What capture records in model_config and apply_plan compares: the
-    parts of a model's identity that are known before it runs."""
+    """What capture records in model_config of a model's identity, known
+    before it runs: read off the model here, compared with a plan's by the
+    planner (planner.applied_plan), as it compares a plan with a profile."""
     first = blocks[0][1]
     return {
         "framework": "pytorch",
@@ -138,31 +114,6 @@ def check_autocast_matches(plan: Dict[str, Any], index: int, name: str, args,
             f"{_autocast_name(recorded['autocast_dtype'])}, blocks[{index}] ({one_line(name)}) "
             f"runs under {_autocast_name(actual)} here; capture the step as it trains, "
             "autocast included, and plan again")
-
-
-def check_plan_matches(plan: Dict[str, Any], model: nn.Module,
-                       blocks: Sequence[Tuple[str, nn.Module]],
-                       model_name: str | None) -> None:
-    """Raises SacplanError when the plan was made for another model."""
-    if model_name is not None and plan.get("model") not in (None, model_name):
-        raise SacplanError(
-            f"plan is for model '{plan.get('model')}', not '{model_name}'")
-    recorded = plan.get("model_config", {})
-    if recorded and recorded.get("framework") != "pytorch":
-        # sacplan's built-in models (wan-tiny, ...) have no framework field.
-        raise SacplanError(
-            f"plan is for another model: '{plan.get('model')}' was not captured from "
-            "PyTorch (model_config.framework is not 'pytorch'); capture this model and "
-            "plan its profile")
-    if len(plan["blocks"]) != len(blocks):
-        raise SacplanError(
-            f"plan has {len(plan['blocks'])} blocks, the model has {len(blocks)}")
-    actual = model_fingerprint(model, blocks)
-    for key in ("block_type", "block_param_count", "param_count"):
-        if key in recorded and recorded[key] != actual[key]:
-            raise SacplanError(
-                f"plan is for another model: model_config.{key} is "
-                f"{recorded[key]!r}, this model has {actual[key]!r}")
 
 
 def check_input_matches(plan: Dict[str, Any], forward, args, kwargs) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .errors import SacplanError
 from .json_io import check_output_path, write_text_atomically
@@ -118,19 +118,51 @@ def simulate(profile: Document, plan_doc: Document, *,
     return json.loads(text)
 
 
-def read_plan(plan_doc: Document) -> None:
-    """Reads `plan_doc` with the command line's plan reader. Raises
-    SacplanError with the reader's message (the path, or "plan", then what
-    is wrong) when it refuses the plan."""
-    _call(_planner().read_plan, _source(plan_doc, "plan"))
+def applied_plan(plan_doc: Document, profile: Optional[Document] = None,
+                 model_name: Optional[str] = None,
+                 model_config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """What apply_plan acts on, as sacplan's C++ derives it from `plan_doc`
+    (sacplan/api/bridge_rules.h): {"semantics", "blocks": per block, by
+    index, {"index", "save", "recompute", "offload", "checkpoint",
+    "spill_trigger", "lead_trigger", "block_before_leads"}}. With
+    `profile`, the plan is first checked as `sacplan simulate` checks it
+    (same message) and checkpoint and recompute follow its save set on the
+    profile's blocks; without, the plan's own word for them. With
+    `model_config` (the facts plan_doc.model_fingerprint reads off a live
+    model), the plan must have been made for that model (and `model_name`,
+    when given). Raises SacplanError."""
+    config = None if model_config is None else json.dumps(model_config)
+    text = _call(_planner().applied_plan, _source(plan_doc, "plan"),
+                 None if profile is None else _source(profile, "profile"), model_name or "",
+                 config)
+    return json.loads(text)
 
 
-def check_plan(profile: Document, plan_doc: Document) -> None:
-    """Raises SacplanError, with `sacplan simulate`'s message, unless that
-    command accepts `plan_doc` for `profile`: the model name and config, the
-    graph fingerprint, one entry per block in any order, and op ids the
-    blocks have."""
-    simulate(profile, plan_doc)
+def check_random_draws(index: int, draws: List[Tuple[str, bool]]) -> None:
+    """Raises SacplanError, with `sacplan simulate`'s message for a profile
+    that marks these ops random, when block `index`'s random calls (in the
+    order its forward ran them, each with whether the policy saved it)
+    would draw other numbers in the re-run: a saved one before a recomputed
+    one (docs/memory_model.md, "Random ops")."""
+    _call(_planner().check_random_draws, index, draws)
+
+
+def outside_block_bytes(**measured: int) -> Dict[str, int]:
+    """The profile's head_bytes, head_fwd_only_bytes, head_bwd_only_bytes
+    and embedding_bwd_workspace_bytes from what a step measured outside
+    the blocks (the fields of sacplan/planner/outside_blocks.h's
+    MeasuredOutsideBlocks, by name): the inversion of the simulator's
+    accounting that the CPU profiler uses too."""
+    fields = _planner().MeasuredOutsideBlocks()
+    for name, value in measured.items():
+        setattr(fields, name, int(value))
+    return dict(_planner().outside_block_bytes(fields))
+
+
+def compared_preset_names() -> List[str]:
+    """The presets `sacplan compare` measures plans against (none, full,
+    torchtitan, attn_only, megatron, every_nth:2, every_nth:4)."""
+    return list(_planner().compared_preset_names())
 
 
 def compare(profile: Document, budget: Union[int, str], *,
@@ -148,15 +180,16 @@ def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac
              host_budget: Union[int, str, None] = None, path=None) -> Dict[str, Any]:
     """`sacplan frontier`: the optimal plans from the smallest feasible peak
     to the fastest step, and the presets beside them (schema
-    sacplan.frontier/1). With `path`, also writes frontier.json there."""
+    sacplan.frontier/1). With `path`, also writes frontier.json there.
+    `points`: between _planner.MIN_FRONTIER_POINTS and MAX_FRONTIER_POINTS
+    (2 and 1000), as on the command line."""
     if isinstance(points, bool) or not isinstance(points, int):
         raise SacplanError(f"points: expected an int, not {type(points).__name__}")
-    if not 2 <= points <= 1000:  # before the int crosses into C++
-        raise SacplanError(f"points {points}: must be between 2 and 1000")
     if not isinstance(semantics, str):
         raise SacplanError("semantics: expected a string")
     host_text = _host_budget_text(host_budget)
     path = check_output_path(path) if path is not None else None
-    text, _summary = _call(_planner().frontier, _source(profile, "profile"), points, semantics,
-                           host_text)
+    # As text: the C++ checks the range of an int of any size.
+    text, _summary = _call(_planner().frontier, _source(profile, "profile"), str(points),
+                           semantics, host_text)
     return json.loads(_written(text, path))

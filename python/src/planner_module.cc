@@ -1,24 +1,36 @@
 // sacplan_torch._planner: the planner in the Python process (nanobind).
-// Each function takes a profile (and plan) as JSON text or a file path and
-// returns what the command line writes, byte for byte, from the same calls
-// (sacplan/api/commands.h). Errors raise _planner.PlannerError with the
+// The planning functions take a profile (and plan) as JSON text or a file
+// path and return what the command line writes, byte for byte, from the
+// same calls (sacplan/api/commands.h). The rest give sacplan_torch the
+// facts the planner derives, so that Python repeats none of its rules
+// (sacplan/api/bridge_rules.h, outside_blocks.h, the presets, the limits,
+// the host link's copy time). Errors raise _planner.PlannerError with the
 // command line's one-line message; sacplan_torch turns it into
 // SacplanError. The GIL is released while planning.
+#include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
+#include "sacplan/api/bridge_rules.h"
 #include "sacplan/api/commands.h"
 #include "sacplan/api/host_memory.h"
 #include "sacplan/api/planning.h"
 #include "sacplan/planner/memory/host_memory.h"
+#include "sacplan/planner/memory/outside_blocks.h"
+#include "sacplan/planner/plan_io/json_reader.h"
 #include "sacplan/planner/plan_io/plan.h"
+#include "sacplan/planner/search/presets.h"
 
 namespace nb = nanobind;
 
@@ -33,6 +45,10 @@ template <typename T>
 T OrRaise(absl::StatusOr<T> value) {
   if (!value.ok()) throw PlannerError(std::string(value.status().message()));
   return *std::move(value);
+}
+
+void OrRaise(const absl::Status& status) {
+  if (!status.ok()) throw PlannerError(std::string(status.message()));
 }
 
 // A document given as text (`is_path` false; errors name `name`) or as a
@@ -54,6 +70,11 @@ api::Document ToDocument(const Source& source) {
 Plan LoadPlan(const Source& plan) {
   return OrRaise(plan.is_path ? ReadPlanFile(plan.text_or_path)
                               : api::LoadPlanText(plan.text_or_path, plan.name));
+}
+
+std::unique_ptr<api::LoadedProfile> LoadProfile(const Source& profile) {
+  return OrRaise(profile.is_path ? api::LoadProfileFile(profile.text_or_path)
+                                 : api::LoadProfileText(profile.text_or_path, profile.name));
 }
 
 // (plan.json text, summary): `sacplan plan`. budget "" with a preset: none.
@@ -86,10 +107,6 @@ std::string Simulate(const Source& profile, const Source& plan,
   return std::move(answer.output);
 }
 
-// Reads the plan with the command line's reader, alone (no profile);
-// raises its error.
-void ReadPlan(const Source& plan) { LoadPlan(plan); }
-
 // `sacplan compare`'s table.
 std::string Compare(const Source& profile, const std::string& budget,
                     const std::string& semantics, const std::string& host_budget) {
@@ -101,10 +118,13 @@ std::string Compare(const Source& profile, const std::string& budget,
       .table;
 }
 
-// (frontier.json text, summary): `sacplan frontier`.
-std::pair<std::string, std::string> Frontier(const Source& profile, int points,
+// (frontier.json text, summary): `sacplan frontier`. `points` as text, so
+// that an int of any size gets the command line's message.
+std::pair<std::string, std::string> Frontier(const Source& profile,
+                                             const std::string& points_text,
                                              const std::string& semantics,
                                              const std::string& host_budget) {
+  const int points = OrRaise(api::ParseFrontierPoints(points_text, "points"));
   api::FrontierAnswer answer = OrRaise(api::FrontierCommand({.profile = ToDocument(profile),
                                                              .points = points,
                                                              .semantics = semantics,
@@ -118,8 +138,39 @@ std::pair<std::string, std::string> Frontier(const Source& profile, int points,
 // (the node's, over `gpus`).
 void CheckHostFits(int64_t plan_host_bytes, int gpus) {
   const int64_t available = OrRaise(api::AvailableHostBytes());
-  const absl::Status fits = api::CheckHostFits(plan_host_bytes, available, gpus);
-  if (!fits.ok()) throw PlannerError(std::string(fits.message()));
+  OrRaise(api::CheckHostFits(plan_host_bytes, available, gpus));
+}
+
+// apply_plan's reading of a plan (api::AppliedBlocksJson's text, with the
+// plan's semantics as the reader has them): checked against `profile` as
+// `sacplan simulate` checks it when one is given, then against the live
+// model's `model_config` (JSON text, api::CheckPlanFitsModel) when given.
+std::string AppliedPlan(const Source& plan, const std::optional<Source>& profile,
+                        const std::string& model_name,
+                        const std::optional<std::string>& model_config) {
+  const Plan parsed = LoadPlan(plan);
+  std::unique_ptr<api::LoadedProfile> loaded;
+  if (profile.has_value()) loaded = LoadProfile(*profile);
+  // The profile's checks first, as `sacplan simulate` makes them.
+  nlohmann::json doc =
+      nlohmann::json::parse(OrRaise(api::AppliedBlocksJson(parsed, loaded.get(), plan.name)));
+  if (model_config.has_value()) {
+    const nlohmann::json config = OrRaise(json_reader::Parse(*model_config, "model_config"));
+    OrRaise(api::CheckPlanFitsModel(parsed, model_name, config));
+  }
+  doc["semantics"] = SemanticsName(parsed.semantics);
+  return doc.dump();
+}
+
+// Measured bytes outside the blocks -> the profile's fixed fields
+// (SetOutsideBlockBytes).
+std::map<std::string, int64_t> OutsideBlockBytes(const MeasuredOutsideBlocks& measured) {
+  FixedMemory fixed;
+  SetOutsideBlockBytes(measured, fixed);
+  return {{"head_bytes", fixed.head_bytes},
+          {"head_fwd_only_bytes", fixed.head_fwd_only_bytes},
+          {"head_bwd_only_bytes", fixed.head_bwd_only_bytes},
+          {"embedding_bwd_workspace_bytes", fixed.embedding_bwd_workspace_bytes}};
 }
 
 }  // namespace
@@ -136,7 +187,6 @@ NB_MODULE(_planner, m) {
   m.def("plan", &MakePlan, nb::arg("profile"), nb::arg("budget"), nb::arg("budget_kind"),
         nb::arg("preset"), nb::arg("semantics"), nb::arg("host_budget"), nb::arg("output_name"),
         release);
-  m.def("read_plan", &ReadPlan, nb::arg("plan"), release);
   m.def("simulate", &Simulate, nb::arg("profile"), nb::arg("plan"),
         nb::arg("semantics").none(), release);
   m.def("compare", &Compare, nb::arg("profile"), nb::arg("budget"), nb::arg("semantics"),
@@ -146,4 +196,30 @@ NB_MODULE(_planner, m) {
   m.def("pinned_host_bytes", &sacplan::PinnedHostBytes, nb::arg("bytes"));
   m.def("available_host_bytes", [] { return OrRaise(sacplan::api::AvailableHostBytes()); });
   m.def("check_host_fits", &CheckHostFits, nb::arg("plan_host_bytes"), nb::arg("gpus"));
+  m.def("applied_plan", &AppliedPlan, nb::arg("plan"), nb::arg("profile").none(),
+        nb::arg("model_name"), nb::arg("model_config").none(), release);
+  m.def(
+      "check_random_draws",
+      [](int index, const std::vector<std::pair<std::string, bool>>& draws) {
+        OrRaise(sacplan::api::CheckRandomDraws(index, draws));
+      },
+      nb::arg("index"), nb::arg("draws"));
+  using Measured = sacplan::MeasuredOutsideBlocks;
+  nb::class_<Measured>(m, "MeasuredOutsideBlocks")
+      .def(nb::init<>())
+      .def_rw("head_forward_peak_bytes", &Measured::head_forward_peak_bytes)
+      .def_rw("head_backward_peak_bytes", &Measured::head_backward_peak_bytes)
+      .def_rw("param_grad_bytes", &Measured::param_grad_bytes)
+      .def_rw("output_grad_bytes", &Measured::output_grad_bytes)
+      .def_rw("shared_input_grad_bytes", &Measured::shared_input_grad_bytes)
+      .def_rw("released_output_bytes", &Measured::released_output_bytes)
+      .def_rw("freed_at_forward_end_bytes", &Measured::freed_at_forward_end_bytes)
+      .def_rw("embedding_backward_peak_bytes", &Measured::embedding_backward_peak_bytes)
+      .def_rw("embedding_grad_bytes", &Measured::embedding_grad_bytes);
+  m.def("outside_block_bytes", &OutsideBlockBytes, nb::arg("measured"));
+  m.def("compared_preset_names", &sacplan::ComparedPresetNames);
+  m.def("copy_setup_us", &sacplan::HostLink::CopySetupUs, nb::arg("copy_ms"), nb::arg("bytes"),
+        nb::arg("gbps"));
+  m.attr("MIN_FRONTIER_POINTS") = sacplan::api::kMinFrontierPoints;
+  m.attr("MAX_FRONTIER_POINTS") = sacplan::api::kMaxFrontierPoints;
 }

@@ -82,7 +82,7 @@ def test_blocks_in_any_order_apply_as_their_indices_say():
     plan["blocks"].reverse()
     applied = apply_plan(tested, plan, blocks="blocks", model_name="test-net")
     assert [b["index"] for b in plan["blocks"]] == [2, 1, 0]
-    assert [b["save"] for b in applied.plan["blocks"]] == [list(s) for s in saves]
+    assert [e["save"] for e in applied.entries] == [list(s) for s in saves]
     assert_same_training(make_net(), tested)
 
 

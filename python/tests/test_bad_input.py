@@ -79,7 +79,7 @@ def wan_tiny_plan(tmp_path) -> dict:
 
 def test_plan_of_a_built_in_model(tmp_path):
     plan = wan_tiny_plan(tmp_path)
-    with pytest.raises(SacplanError, match="'wan-tiny' was not captured from PyTorch") as exc:
+    with pytest.raises(SacplanError, match="'wan-tiny' was not captured from pytorch") as exc:
         apply_plan(make_net(), plan, blocks="blocks")
     one_line(exc)
 

@@ -77,9 +77,14 @@ absl::StatusOr<PlanAnswer> MakePlanText(const LoadedProfile& loaded, const PlanR
 
 // The most points a frontier may try: each is a solve, and 1000 already
 // resolves the frontier far finer than a chart or a person can use.
+inline constexpr int kMinFrontierPoints = 2;
 inline constexpr int kMaxFrontierPoints = 1000;
-// `points` must lie in [2, kMaxFrontierPoints]; errors start with `what`.
+// `points` must lie in [kMinFrontierPoints, kMaxFrontierPoints]; errors
+// start with `what`.
 absl::Status CheckFrontierPoints(int points, absl::string_view what);
+// The same for points as text ("64", as a caller outside C++ hands them
+// over, whatever their size); errors name `what` and the text.
+absl::StatusOr<int> ParseFrontierPoints(const std::string& text, absl::string_view what);
 // FrontierCommand's answer on a profile already loaded; `host_budget_bytes`
 // as PlanRequest::host_budget_bytes. Errors: CheckFrontierPoints' ("points").
 absl::StatusOr<FrontierAnswer> FrontierText(const LoadedProfile& loaded, int points,

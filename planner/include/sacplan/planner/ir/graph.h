@@ -10,6 +10,7 @@
 #ifndef SACPLAN_PLANNER_IR_GRAPH_H_
 #define SACPLAN_PLANNER_IR_GRAPH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -204,6 +205,12 @@ struct HostLink {
   // Milliseconds to copy `bytes` at `gbps` GB/s.
   static double CopyMs(int64_t bytes, double gbps) {
     return static_cast<double>(bytes) / (gbps * 1e6);
+  }
+  // What ToHostMs and ToDeviceMs add per copy, from one copy of `bytes` at
+  // `gbps` measured to take `copy_ms`: copy_setup_us (0 when the bytes
+  // alone take longer).
+  static double CopySetupUs(double copy_ms, int64_t bytes, double gbps) {
+    return std::max(0.0, copy_ms - CopyMs(bytes, gbps)) * 1e3;
   }
   // One copy's time on its engine, setup included, each way (ms).
   double ToHostMs(int64_t bytes) const { return copy_setup_us * 1e-3 + CopyMs(bytes, d2h_gbps); }

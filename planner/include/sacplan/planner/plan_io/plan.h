@@ -5,6 +5,7 @@
 #define SACPLAN_PLANNER_PLAN_IO_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sacplan/planner/plan_io/profile.h"
 #include "sacplan/planner/memory/schedule.h"
 #include "sacplan/planner/memory/simulator.h"
@@ -42,6 +44,13 @@ struct BlockPlan {
   std::string spill_trigger;
   std::string lead_trigger;
   bool lead = false;
+  // What the plan file says of the block beside its save set (PlanFromJson;
+  // nullopt where it says nothing): the ops it re-runs in backward, and
+  // whether it runs under checkpoint at all. PlanToJson writes both from
+  // the save set (UnsavedOps) instead; MasksFromPlan refuses either when
+  // it contradicts the save set.
+  std::optional<std::vector<std::string>> recompute = std::nullopt;
+  std::optional<bool> checkpoint = std::nullopt;
 };
 
 struct Prediction {
@@ -100,8 +109,10 @@ inline std::vector<BlockPlan> BlockPlansFromMasks(const AnalyzedModel& model,
 }
 // Whether any block of the plan offloads.
 bool PlanOffloads(const Plan& plan);
-// Plan blocks -> save masks, checking that there is one entry per block and
-// that every op id exists in its block; errors name the block and the id.
+// Plan blocks -> save masks, checking that there is one entry per block,
+// that every op id exists in its block, that the block's stated recompute
+// list and checkpoint flag agree with its save set (UnsavedOps), and,
+// under torch-sac, CheckRandomReplay; errors name the block and the id.
 absl::StatusOr<std::vector<SaveMask>> MasksFromPlan(const AnalyzedModel& model,
                                                     const Plan& plan);
 // Plan blocks' offload lists -> offload masks (one per block, by tensor;
@@ -124,6 +135,36 @@ absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
 // a plan recording them on some blocks only.
 absl::StatusOr<CopyReplay> CopyReplayOfPlan(const AnalyzedModel& model, const Plan& plan);
 
+// A plan's recompute list, and the checkpoint flag's one meaning
+// (docs/plan_format.md): the ops a block does not save, collectives aside
+// (they are always saved), in block order. A block runs under checkpoint
+// exactly when there is one; PyTorch's re-run recomputes them all (under
+// sacplan semantics RecomputedOps says which backward needs).
+std::vector<int> UnsavedOps(const BlockAnalysis& block, const SaveMask& saved);
+
+// Whether a block of a plan read without its profile runs under checkpoint,
+// as the plan says: when its recompute list is not empty; without the list,
+// as its checkpoint flag says; with neither, yes (it recomputes what it does
+// not save). PlanFromJson has refused a flag the list contradicts.
+bool StatedCheckpoint(const BlockPlan& block);
+
+// InvalidArgument, naming the block (`index`) and the op, when `saved`
+// recomputes a random op after saving an earlier one
+// (FirstMisreplayedRandomOp): torch-sac's re-run would draw other numbers.
+absl::Status CheckRandomReplay(const BlockAnalysis& block, const SaveMask& saved, int index);
+
+// The copy triggers sacplan_torch acts at in one block: the block's
+// recorded spill_trigger and lead_trigger where the copy windows reach it
+// (it or the block before offloads; elsewhere none, ""), and whether the
+// block before's copies back lead into its backward (that block's `lead`).
+struct ActedTriggers {
+  std::string spill_trigger;
+  std::string lead_trigger;
+  bool block_before_leads = false;
+};
+// Per block, by index, for a plan PlanFromJson accepted (indices 0..n-1).
+std::vector<ActedTriggers> TriggersActedAt(const Plan& plan);
+
 // 16 hex digits: a 64-bit FNV-1a hash of the op graph's structure (the
 // block count and, per block, its inputs and each op's id, kind, inputs and
 // output ids), not of sizes or times, so that profiles of one model from
@@ -135,11 +176,20 @@ std::string GraphFingerprint(const Model& model);
 // plan's graph fingerprint (when it has one) must be the profile's.
 // InvalidArgument naming what differs; callers prefix the plan's path.
 absl::Status CheckPlanMatches(const Plan& plan, const Profile& profile);
+// The model config part of it, against any model's config (a profile's, or
+// the one sacplan_torch reads off a live model): every key present in both
+// must hold the same value. `whose` names the other side ("the profile").
+absl::Status CheckModelConfigMatches(const Plan& plan, const nlohmann::json& model_config,
+                                     absl::string_view whose);
 
 // Fills plan.predicted from a simulation; reserved_peak_bytes is left 0 for
 // the caller that replays the step (ReplayPlan) to set.
 void SetPrediction(const StepResult& result, Plan& plan);
 
+// Reads plan.json (docs/plan_format.md). Beside each field's type, it
+// refuses what a plan contradicts within itself: no blocks, a block index
+// out of range or repeated, an op both saved and recomputed, a checkpoint
+// flag that contradicts the block's recompute list.
 absl::StatusOr<Plan> PlanFromJson(const nlohmann::json& doc);
 absl::StatusOr<Plan> ReadPlanFile(const std::string& path);
 // `model` supplies each block's recompute list and checkpoint flag, which the
