@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -177,31 +176,10 @@ TEST(FsdpStepTest, CollectivesHideBehindComputeAndTheRestIsExposed) {
   EXPECT_DOUBLE_EQ(c.comm_ms, 10 + 5.5 + 10 + 0 + 3);
 }
 
-// Random models under FSDP with random buffer sizes and scratch (collective times 0,
-// so that step time is compute alone, which the solver minimises).
-Model RandomFsdpModel(uint32_t seed) {
-  Model model = testing::RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
-  model.parallel = {4, true, 1};
-  std::mt19937 rng(seed);
-  model.fixed.fsdp_root_param_bytes = 8 * (rng() % 5);
-  for (Block& block : model.blocks) {
-    int64_t param_bytes = 0;
-    for (const Op& op : block.ops) param_bytes += op.param_bytes;
-    block.fsdp.unsharded_param_bytes = 8 * (1 + rng() % 16);
-    block.fsdp.sharded_grad_bytes = (param_bytes + 3) / 4;
-    block.fsdp.reduce_scatter_bytes = param_bytes + 8 * (rng() % 3);
-    // gloo's scratch (one gathered size) on some blocks, NCCL's (none) on others.
-    block.fsdp.all_gather_workspace_bytes =
-        rng() % 2 == 0 ? block.fsdp.unsharded_param_bytes : 0;
-    block.fsdp.reduce_scatter_workspace_bytes = 8 * (rng() % 4);
-  }
-  return model;
-}
-
 TEST(FsdpStepTest, SolverAgreesWithBruteForceUnderFsdp) {
   for (const Semantics semantics : {Semantics::kSacplan, Semantics::kTorchSac}) {
     for (uint32_t seed = 1; seed <= 8; ++seed) {
-      const Model model = RandomFsdpModel(seed);
+      const Model model = testing::RandomFsdpModel(seed);
       const AnalyzedModel analyzed = *AnalyzeModel(model);
       std::vector<std::vector<SaveMask>> per_block;
       for (const BlockAnalysis& block : analyzed.blocks) {

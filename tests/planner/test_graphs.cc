@@ -124,6 +124,25 @@ Model RandomModel(int blocks, int ops, uint32_t seed, bool identical) {
   return model;
 }
 
+Model RandomFsdpModel(uint32_t seed) {
+  Model model = RandomModel(3, 5, seed, /*identical=*/seed % 2 == 0);
+  model.parallel = {4, true, 1};
+  std::mt19937 rng(seed);
+  model.fixed.fsdp_root_param_bytes = 8 * (rng() % 5);
+  for (Block& block : model.blocks) {
+    int64_t param_bytes = 0;
+    for (const Op& op : block.ops) param_bytes += op.param_bytes;
+    block.fsdp.unsharded_param_bytes = 8 * (1 + rng() % 16);
+    block.fsdp.sharded_grad_bytes = (param_bytes + 3) / 4;
+    block.fsdp.reduce_scatter_bytes = param_bytes + 8 * (rng() % 3);
+    // gloo's scratch (one gathered size) on some blocks, NCCL's (none) on others.
+    block.fsdp.all_gather_workspace_bytes =
+        rng() % 2 == 0 ? block.fsdp.unsharded_param_bytes : 0;
+    block.fsdp.reduce_scatter_workspace_bytes = 8 * (rng() % 4);
+  }
+  return model;
+}
+
 void AddTorchSacCosts(Model& model, uint32_t seed) {
   std::mt19937 rng(seed ^ 0xc057u);
   auto ms = [&](int lo, int hi) {

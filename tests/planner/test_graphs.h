@@ -36,6 +36,11 @@ Block RandomBlock(int index, int ops, uint32_t seed, int64_t residual_bytes,
 // each), fixed memory and head costs.
 Model RandomModel(int blocks, int ops, uint32_t seed, bool identical);
 
+// RandomModel's three blocks of five ops under FSDP on 4 ranks, with
+// random buffer sizes and scratch; collective times 0, so that step time
+// is compute alone.
+Model RandomFsdpModel(uint32_t seed);
+
 // Gives every op random measured torch-sac costs (Op::checkpointed_fwd_ms,
 // saved_fwd_ms, recompute_ms, replay_ms): checkpointed forwards (saved
 // ones dearer still) and a recompute dearer than fwd_ms, a replay anywhere
