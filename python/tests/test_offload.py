@@ -9,7 +9,7 @@ link's host memory (below any keep-or-recompute plan's), and one halfway
 between full checkpointing's peak and no checkpointing's with a host
 budget small enough that the plan mixes offload with recompute. For
 every plan:
-- the measured peak of a whole AdamW step is within 2% of `simulate`'s;
+- the measured peak of a whole AdamW step is within TOLERANCE (0.83%) of `simulate`'s;
 - the host memory the applied plan held at most is the predicted host
   peak, byte for byte, and none is left after the step;
 - gradients equal plain autograd's (float32 parameters, 1e-5).
@@ -36,7 +36,12 @@ from sacplan_torch import SacplanError
 from steady_times import steady_times
 from test_unseen_blocks import assert_same_gradients, gradients
 
-TOLERANCE = 0.02
+# The README's claim (Accuracy, the offload row): measured peaks within
+# 0.63% of simulate's (the lead from block 0 the furthest, -0.63%), plus
+# test_prediction.py's one margin of a fifth of a point.
+STATED_ERROR = 0.0063
+MARGIN = 0.002
+TOLERANCE = STATED_ERROR + MARGIN
 # Nothing per tensor either: capture would measure the hooks' host time per
 # tensor on this CPU (tens of microseconds), which over an instant link
 # costs more than any tensor's bytes, and no tensor would be worth a copy
@@ -147,7 +152,7 @@ def test_copies_back_lead_into_the_next_blocks_backward(monkeypatch):
     """Copy windows (docs/python.md, "Offload"): a checkpointed block whose
     plan entry says `lead` gets its copies back from a gradient pre-hook on
     the next block's `lead_trigger` op, before its own re-run starts; the
-    others at their re-run. Measured peak within 2% of `simulate`'s, host
+    others at their re-run. Measured peak within TOLERANCE of `simulate`'s, host
     bytes as predicted, gradients as plain autograd's."""
     kind = "dropout"
     setup = unseen_blocks.setup(kind, "small")
