@@ -107,8 +107,7 @@ int64_t TwiceCountedBytes(const BlockAnalysis& block, const BlockSchedule& sched
 
 struct Tally {
   int plans = 0;
-  int exact = 0;        // plans whose composition equals the simulated peak
-  int shortcut = 0;     // plans where some shortcut applies
+  int shortcut = 0;  // plans where some shortcut applies
 };
 
 // Composes and simulates one plan; checks the bounds above and counts it.
@@ -128,7 +127,6 @@ void CheckPlan(const AnalyzedModel& model, const StepConstants& c, const Lowered
     EXPECT_EQ(composed, step->peak_bytes);
   }
   ++tally.plans;
-  tally.exact += composed == step->peak_bytes ? 1 : 0;
   tally.shortcut += twice_bytes > 0 ? 1 : 0;
 }
 
@@ -243,7 +241,8 @@ TEST(ComposedPeakTest, OffloadWindowsComposeToTheSimulatedPeak) {
   EXPECT_GT(tally.plans - tally.shortcut, tally.plans / 4);
 }
 
-// Under torch-sac with autocast every shortcut meets every other.
+// Under torch-sac with autocast, FSDP and held outputs, the shortcuts meet
+// in one plan: the composition stays within what they count twice.
 TEST(ComposedPeakTest, AutocastPlansStayWithinTheTwiceCountedBytes) {
   Tally tally;
   for (uint32_t seed = 1; seed <= 12; ++seed) {
