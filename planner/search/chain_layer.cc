@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "search/search_constants.h"
+
 namespace sacplan {
 
 BucketLayer::BucketLayer(int64_t quantum_bytes, int64_t max_prefix_bytes, bool keep_lean)
@@ -52,8 +54,8 @@ std::vector<ChainState> BucketLayer::Frontier() const {
     const ChainState* bests[] = {&windowed_[bucket], keep_lean_ ? &lean_[bucket] : nullptr};
     for (const ChainState* w : bests) {
       if (w == nullptr || w->candidate < 0 || w->value >= plain_value) continue;
-      constexpr size_t kCompared = 8;
-      const size_t recent = windowed.size() > kCompared ? windowed.size() - kCompared : 0;
+      const size_t compared = kSearch.compared_windowed_states;
+      const size_t recent = windowed.size() > compared ? windowed.size() - compared : 0;
       if (std::any_of(windowed.begin() + recent, windowed.end(), [&](const ChainState* o) {
             return o->value <= w->value && o->spill_bytes <= w->spill_bytes &&
                    o->lead_bytes <= w->lead_bytes;

@@ -8,6 +8,7 @@
 
 #include "search/moments.h"
 #include "search/parallel_for.h"
+#include "search/save_sets.h"
 #include "search/search_constants.h"
 #include "search/solver_core.h"
 
@@ -51,13 +52,10 @@ bool SolverCore::AddExchanges(SearchLists& search, int64_t budget_bytes,
     // a frontier set up to one op's outputs more or one op's time slower
     // (one op unsaved from a set that keeps a little more, saved in one
     // that recomputes a little more).
-    int64_t op_bytes = 0;
     double op_ms = 0;
-    for (const OpNode& op : analysis.ops) {
-      op_bytes = std::max(op_bytes, op.output_bytes);
-      op_ms = std::max(op_ms, op.fwd_ms);
-    }
-    const FrontierRegion region{kept_cap_bytes + op_bytes, time_cap_ms + op_ms};
+    for (const OpNode& op : analysis.ops) op_ms = std::max(op_ms, op.fwd_ms);
+    const FrontierRegion region{kept_cap_bytes + LargestOpOutputBytes(analysis),
+                                time_cap_ms + op_ms};
     auto may_replace = [&](const SaveOutcome& outcome) {
       return outcome.recompute_ms < time_cap_ms && outcome.kept_bytes <= kept_cap_bytes;
     };

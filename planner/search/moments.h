@@ -1,6 +1,7 @@
-// Where the chain DP (and the greedy pass) compose a step's peak from
-// block costs and the step constants (docs/memory_model.md#solver): the
-// live bytes at each moment a plan's blocks decide.
+// The pieces the chain DP (RunChain) and the refinements' screens compose
+// a step's peak from, given block costs and the step constants
+// (docs/memory_model.md#solver): the live bytes at each moment a plan's
+// blocks decide.
 #ifndef SACPLAN_PLANNER_SEARCH_MOMENTS_H_
 #define SACPLAN_PLANNER_SEARCH_MOMENTS_H_
 

@@ -118,6 +118,9 @@ std::vector<int> SolverCore::Settle(SearchLists& search, int64_t budget_bytes,
     return TimeBound(search.Hulls(), budget_bytes - constants_.head_base,
                      ChoiceMs(search.lists, picks));
   };
+  // Only a time-minimising search at the budget's own buckets refines: the
+  // coarse one runs no rounds, and the least peak breaks first.
+  bool refined = false;
   for (int round = 0; round <= rounds; ++round) {
     if (round > 0) {
       const std::optional<TimeBound> bound = bound_for(choice);
@@ -127,8 +130,8 @@ std::vector<int> SolverCore::Settle(SearchLists& search, int64_t budget_bytes,
         // 4. Settled. Then the picks meet, once, what the coarse frontiers
         // missed (Refine), and the search settles again if that added any.
         // The least peak needs none: its chain reads no times.
-        if (minimize_peak || search.refined) break;
-        search.refined = true;
+        if (minimize_peak || refined) break;
+        refined = true;
         if (!Refine(search, budget_bytes, quantum_bytes, choice, threads)) break;
       }
     }

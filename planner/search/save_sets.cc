@@ -47,6 +47,12 @@ int64_t KeepableBytes(const BlockAnalysis& block, int op) {
   return bytes;
 }
 
+int64_t LargestOpOutputBytes(const BlockAnalysis& block) {
+  int64_t bytes = 0;
+  for (const OpNode& op : block.ops) bytes = std::max(bytes, op.output_bytes);
+  return bytes;
+}
+
 double SavedDeltaMs(const BlockAnalysis& block, int op) {
   const OpNode& node = block.ops[op];
   return node.saved_fwd_extra_ms - node.checkpointed_fwd_extra_ms + node.replay_ms -

@@ -23,6 +23,10 @@ bool HasNeverSave(const BlockAnalysis& block);
 // block's own outputs, which the next block holds anyway).
 int64_t KeepableBytes(const BlockAnalysis& block, int op);
 
+// The most output bytes of one op of `block`: about what one op's decision
+// moves between kept and recomputed.
+int64_t LargestOpOutputBytes(const BlockAnalysis& block);
+
 // torch-sac, checkpointed: how saving `op` changes the re-run's time.
 double SavedDeltaMs(const BlockAnalysis& block, int op);
 

@@ -3,7 +3,9 @@
 // planning is and how close to the best plan it gets, never whether a plan
 // fits its budget (every answer is simulated as a whole step). The knobs a
 // caller may set (bucket counts, the exhaustive and eager thresholds,
-// threads) are SolverOptions (sacplan/planner/search/solver.h).
+// threads) are SolverOptions (sacplan/planner/search/solver.h). How the
+// chain's layers split over threads (chain_layer.h) stays with that code:
+// it changes how fast a layer is offered, never what the layer holds.
 #ifndef SACPLAN_PLANNER_SEARCH_SEARCH_CONSTANTS_H_
 #define SACPLAN_PLANNER_SEARCH_SEARCH_CONSTANTS_H_
 
@@ -45,6 +47,12 @@ struct SearchConstants {
   // lazy search misses optima that brute force finds; more only costs
   // planning time.
   int neighbour_window = 1;
+  // A bucket's best state whose offload copies land in the next block is
+  // dropped when one of this many windowed states kept before it beats it
+  // (as fast, holding at most as much there): comparing every pair would
+  // cost the square of a layer's states, and the latest kept are the
+  // likeliest to beat it.
+  int compared_windowed_states = 8;
 
   // Once the picks settle, one refinement looks for save sets the lazy
   // lists lack (Refine): replacements of one block's pick (exchanges,

@@ -28,7 +28,6 @@ struct SearchLists {
   std::vector<std::shared_ptr<std::vector<BlockCandidate>>> grown;
   std::vector<std::unordered_set<SaveMask>> listed;    // per block, once it grew
   std::vector<std::unordered_set<SaveMask>> expanded;  // per block
-  bool refined = false;  // whether Refine ran
   // Offload copies may reach the next block (CopyWindows): states and
   // candidates are compared on what they hold there too.
   bool windows = false;

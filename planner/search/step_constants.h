@@ -4,8 +4,8 @@
 // keep nothing, and each base is the tracker's live bytes when a block
 // runs, less its own carried inputs (forward) or outputs' gradients
 // (backward), all of which its BlockCost counts, or the highest moment of
-// FSDP's collectives around it. search/moments.h composes a plan's peak
-// from them.
+// FSDP's collectives around it. The chain DP composes a plan's peak from
+// them with search/moments.h.
 #ifndef SACPLAN_PLANNER_SEARCH_STEP_CONSTANTS_H_
 #define SACPLAN_PLANNER_SEARCH_STEP_CONSTANTS_H_
 

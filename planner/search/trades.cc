@@ -10,6 +10,7 @@
 
 #include "search/moments.h"
 #include "search/parallel_for.h"
+#include "search/save_sets.h"
 #include "search/search_constants.h"
 #include "search/solver_core.h"
 #include "search/time_bound.h"
@@ -23,20 +24,15 @@ bool SolverCore::AddTrades(SearchLists& search, int64_t budget_bytes, int64_t qu
   if (block_count < 2) return false;
   const std::vector<int64_t> room_after = RoomAfter(search.lists, budget_bytes, choice);
   const std::vector<const std::vector<TimeBound::HullPoint>*> hulls = search.Hulls();
-  // Per block: the pick, the most it may keep alone (kept_cap), and its
-  // largest op's outputs, what one saved op adds.
+  // Per block: the pick and the most it may keep alone (kept_cap).
   std::vector<double> pick_ms(block_count);
   std::vector<int64_t> pick_kept(block_count);
   std::vector<int64_t> kept_cap(block_count);
-  std::vector<int64_t> op_bytes(block_count, 0);
   for (int b = 0; b < block_count; ++b) {
     const BlockCost& pick = (*search.lists[b])[choice[b]].cost;
     pick_ms[b] = CandidateMs(pick);
     pick_kept[b] = pick.kept_bytes;
     kept_cap[b] = pick.kept_bytes + std::max<int64_t>(0, room_after[b]);
-    for (const OpNode& op : model_->blocks[b].ops) {
-      op_bytes[b] = std::max(op_bytes[b], op.output_bytes);
-    }
   }
   // Estimates from the lists' hulls, one quantum generous for lists that
   // hold their frontiers at about that grain: the most block b saves
@@ -55,7 +51,9 @@ bool SolverCore::AddTrades(SearchLists& search, int64_t budget_bytes, int64_t qu
   // between those, and a model of tens of blocks would otherwise pay for
   // every pair.
   int64_t trade_bytes = 0;
-  for (int b = 0; b < block_count; ++b) trade_bytes = std::max(trade_bytes, op_bytes[b]);
+  for (const BlockAnalysis& block : model_->blocks) {
+    trade_bytes = std::max(trade_bytes, LargestOpOutputBytes(block));
+  }
   std::vector<int> by_gain(block_count);
   std::iota(by_gain.begin(), by_gain.end(), 0);
   std::vector<int> by_cost = by_gain;

@@ -26,7 +26,7 @@ struct SolverOptions {
   // bytes of kept activations; candidates are thinned to the grain of full
   // checkpointing's peak. Small models get 1-byte buckets and an exact answer;
   // in general the plan is at least as fast as the optimum for a budget
-  // smaller by blocks x bucket, then improved greedily. More is slower.
+  // smaller by blocks x bucket. More is slower.
   int memory_resolution = 2048;
   // The same for each of Frontier()'s solves, which trade a little speed per
   // point for many points.
