@@ -18,11 +18,29 @@ absl::StatusOr<Semantics> ParseSemantics(const std::string& name) {
       "unknown semantics '", name, "' (expected torch-sac or sacplan)"));
 }
 
+namespace {
+
+// Whether op k runs again under checkpoint: EveryOpSaved's and
+// UnsavedOps' one rule (collectives are always saved).
+bool Unsaved(const BlockAnalysis& block, const SaveMask& saved, int k) {
+  return !saved[k] && !block.ops[k].collective;
+}
+
+}  // namespace
+
 bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved) {
   for (int k = 0; k < block.op_count(); ++k) {
-    if (!saved[k] && !block.ops[k].collective) return false;
+    if (Unsaved(block, saved, k)) return false;
   }
   return true;
+}
+
+std::vector<int> UnsavedOps(const BlockAnalysis& block, const SaveMask& saved) {
+  std::vector<int> ops;
+  for (int k = 0; k < block.op_count(); ++k) {
+    if (Unsaved(block, saved, k)) ops.push_back(k);
+  }
+  return ops;
 }
 
 int FirstMisreplayedRandomOp(const BlockAnalysis& block, const SaveMask& saved) {

@@ -85,14 +85,6 @@ absl::Status ReadPlanBlocks(const json& doc, const std::string& schema,
   return absl::OkStatus();
 }
 
-std::vector<int> UnsavedOps(const BlockAnalysis& block, const SaveMask& saved) {
-  std::vector<int> ops;
-  for (int k = 0; k < block.op_count(); ++k) {
-    if (!saved[k] && !block.ops[k].collective) ops.push_back(k);
-  }
-  return ops;
-}
-
 bool StatedCheckpoint(const BlockPlan& block) {
   if (block.recompute.has_value()) return !block.recompute->empty();
   return block.checkpoint.value_or(true);

@@ -281,6 +281,13 @@ struct SaveOutcome {
 // Whether `saved` keeps every op of the block (collectives always count as
 // saved): such a block is not checkpointed at all under either semantics.
 bool EveryOpSaved(const BlockAnalysis& block, const SaveMask& saved);
+// The same rule as a list, a plan's recompute list and the checkpoint
+// flag's one meaning (docs/plan_format.md): the ops a block does not save,
+// collectives aside, in block order. A block runs under checkpoint exactly
+// when there is one (EveryOpSaved is false); PyTorch's re-run recomputes
+// them all (under sacplan semantics RecomputedOps says which backward
+// needs).
+std::vector<int> UnsavedOps(const BlockAnalysis& block, const SaveMask& saved);
 
 // Random ops (docs/memory_model.md, "Random ops"). PyTorch's checkpoint
 // replays the generator from the block's start and a cached op draws

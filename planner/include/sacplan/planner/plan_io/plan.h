@@ -135,13 +135,6 @@ absl::StatusOr<std::vector<OffloadMask>> OffloadMasksFromPlan(
 // a plan recording them on some blocks only.
 absl::StatusOr<CopyReplay> CopyReplayOfPlan(const AnalyzedModel& model, const Plan& plan);
 
-// A plan's recompute list, and the checkpoint flag's one meaning
-// (docs/plan_format.md): the ops a block does not save, collectives aside
-// (they are always saved), in block order. A block runs under checkpoint
-// exactly when there is one; PyTorch's re-run recomputes them all (under
-// sacplan semantics RecomputedOps says which backward needs).
-std::vector<int> UnsavedOps(const BlockAnalysis& block, const SaveMask& saved);
-
 // Whether a block of a plan read without its profile runs under checkpoint,
 // as the plan says: when its recompute list is not empty; without the list,
 // as its checkpoint flag says; with neither, yes (it recomputes what it does
