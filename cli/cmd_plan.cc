@@ -42,8 +42,7 @@ Command AddPlanCommand(CLI::App& app) {
                       "What --budget caps: allocated (the simulated peak of "
                       "live bytes; default) or reserved (what PyTorch's "
                       "caching allocator would hold, which is what runs out "
-                      "on a GPU)")
-      ->check(CLI::IsMember({"allocated", "reserved"}));
+                      "on a GPU)");
   command->add_option("--preset", flags->preset,
                       "A fixed policy instead of the optimal plan: " +
                           absl::StrJoin(PresetNames(), ", "));

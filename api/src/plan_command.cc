@@ -39,7 +39,12 @@ absl::StatusOr<PlanAnswer> PlanCommand(const PlanFlags& flags) {
     ASSIGN_OR_RETURN(request.budget_bytes, ParseBudget(flags.budget, flag("budget")));
   }
   ASSIGN_OR_RETURN(request.semantics, ParseSemanticsText(flags.semantics, flag("semantics")));
-  ASSIGN_OR_RETURN(request.budget_kind, ParseBudgetKind(flags.budget_kind));
+  absl::StatusOr<BudgetKind> budget_kind = ParseBudgetKind(flags.budget_kind);
+  if (!budget_kind.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag("budget-kind"), ": ", budget_kind.status().message()));
+  }
+  request.budget_kind = *budget_kind;
   ASSIGN_OR_RETURN(request.host_budget_bytes,
                    ParseHostBudget(flags.host_budget, flag("host-budget")));
   request.preset = flags.preset;

@@ -139,6 +139,8 @@ def test_no_binary_and_no_subprocess(profiles, monkeypatch):
     (lambda p: sacplan_torch.plan(p), "give budget"),
     (lambda p: sacplan_torch.plan(p, preset="sometimes"), "preset 'sometimes': unknown preset"),
     (lambda p: sacplan_torch.plan(p, preset="full", semantics="sac"), "semantics 'sac'"),
+    (lambda p: sacplan_torch.plan(p, preset="full", budget_kind="peak"),
+     "budget_kind: unknown budget kind 'peak'"),
     (lambda p: sacplan_torch.plan(p + ".missing", preset="full"), "cannot read"),
     (lambda p: sacplan_torch.plan({"schema": "nope"}, preset="full"), "profile: "),
     (lambda p: sacplan_torch.plan({"x": float("nan")}, preset="full"), "not a JSON document"),

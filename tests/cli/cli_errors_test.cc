@@ -115,7 +115,7 @@ TEST_F(CliErrors, ReservedBudgetBelowTheMinimumNamesTheSmallestFeasible) {
 TEST_F(CliErrors, UnknownBudgetKind) {
   ExpectRejectedWithOutput({"plan", "--profile", Profile("wan-tiny").string(), "--budget",
                             "1GB", "--budget-kind", "peak"},
-                           "--budget-kind");
+                           "--budget-kind: unknown budget kind 'peak'");
   nlohmann::json plan = ReadJson(TinyPlan());
   plan["budget_kind"] = "peak";
   fs::path bad = dir_this_ / "edited_plan.json";
