@@ -6,6 +6,24 @@
 #include "sacplan/status_macros.h"
 
 namespace sacplan::api {
+namespace {
+
+// The ops whose outputs plain autograd keeps for backward (some op's
+// backward reads them), in forward order.
+std::vector<std::string> AutogradKeeps(const BlockAnalysis& block) {
+  std::vector<std::string> ops;
+  for (size_t k = 0; k < block.ops.size(); ++k) {
+    for (int out : block.ops[k].outputs) {
+      if (block.tensors[out].needed_by_backward) {
+        ops.push_back(block.op_ids[k]);
+        break;
+      }
+    }
+  }
+  return ops;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> AppliedBlocksJson(const Plan& plan, const LoadedProfile* loaded,
                                               const std::string& plan_name) {
@@ -30,16 +48,20 @@ absl::StatusOr<std::string> AppliedBlocksJson(const Plan& plan, const LoadedProf
       checkpoint = !recompute.empty();
     }
     const ActedTriggers& acted = triggers[block.index];
-    blocks[block.index] = {{"index", block.index},
-                           {"save", block.save},
-                           {"recompute", recompute},
-                           {"offload", block.offload},
-                           {"checkpoint", checkpoint},
-                           {"spill_trigger", acted.spill_trigger},
-                           {"lead_trigger", acted.lead_trigger},
-                           {"block_before_leads", acted.block_before_leads}};
+    nlohmann::json& entry = blocks[block.index];
+    entry = {{"index", block.index},
+             {"save", block.save},
+             {"recompute", recompute},
+             {"offload", block.offload},
+             {"checkpoint", checkpoint},
+             {"spill_trigger", acted.spill_trigger},
+             {"lead_trigger", acted.lead_trigger},
+             {"block_before_leads", acted.block_before_leads}};
+    if (loaded != nullptr) {
+      entry["autograd_keeps"] = AutogradKeeps(loaded->analyzed.blocks[block.index]);
+    }
   }
-  return nlohmann::json{{"blocks", blocks}}.dump();
+  return nlohmann::json{{"semantics", SemanticsName(plan.semantics)}, {"blocks", blocks}}.dump();
 }
 
 absl::Status CheckRandomDraws(int index,

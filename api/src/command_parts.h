@@ -22,11 +22,6 @@ namespace sacplan::api {
 // "host_budget".
 std::string FlagName(FlagNames names, absl::string_view flag);
 
-// The profile or plan `document` holds, read from its file or its text;
-// errors start with its name.
-absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileDocument(const Document& document);
-absl::StatusOr<Plan> LoadPlanDocument(const Document& document);
-
 // What compare and frontier read after their own first flag, in this order
 // (so the first bad one is the one named): --semantics, --host-budget, then
 // the profile.

@@ -121,20 +121,12 @@ def _cache_key(model: nn.Module, step, found, optimizer) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _autograd_keeps(block: Dict[str, Any]) -> List[str]:
-    """The ops of a profile's block whose outputs plain autograd keeps for
-    backward: those some op's backward reads, in forward order."""
-    needed = {tensor for op in block["ops"] for tensor in op.get("backward_needs", [])}
-    return [op["id"] for op in block["ops"]
-            if any(out["id"] in needed for out in op.get("outputs", []))]
-
-
-def _decisions(applied: AppliedPlan, found, profile: Dict[str, Any]) -> List[BlockDecision]:
+def _decisions(applied: AppliedPlan, found) -> List[BlockDecision]:
     out = []
     for entry in applied.entries:  # the planner's reading, against the profile
         index = entry["index"]
         checkpoint = entry["checkpoint"]
-        save = entry["save"] if checkpoint else _autograd_keeps(profile["blocks"][index])
+        save = entry["save"] if checkpoint else entry["autograd_keeps"]
         out.append(BlockDecision(index=index, name=found[index][0], checkpoint=checkpoint,
                                  save=list(save), recompute=list(entry["recompute"]),
                                  offload=list(entry["offload"])))
@@ -232,7 +224,7 @@ def auto_checkpoint(model: nn.Module, step, budget: Union[int, str], *, blocks: 
     return AutoCheckpoint(plan=plan, applied=applied,
                           predicted_peak_bytes=int(predicted.get("peak_bytes", 0)),
                           predicted_step_ms=float(predicted.get("step_ms", 0.0)),
-                          decisions=_decisions(applied, found, applied.profile),
+                          decisions=_decisions(applied, found),
                           captured=captured,
                           profile_path=profile_path, cache_key=key, notes=notes,
                           measured=checked.measured if checked else {},

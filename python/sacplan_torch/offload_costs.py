@@ -32,7 +32,7 @@ import torch
 from .clock import cpu_now
 from .memory import sync
 from .offload import BlockCopies, HostPool, SavedOffload, _unpack
-from .planner import _planner
+from . import planner
 
 COUNT = 64
 NBYTES = 4096
@@ -87,8 +87,8 @@ def copy_setup_us(device: torch.device, link: Dict[str, float], count: int = COU
         end.record()
         end.synchronize()
         # The planner's copy time, inverted (HostLink::CopySetupUs).
-        setups.append(_planner().copy_setup_us(start.elapsed_time(end) / count, nbytes,
-                                               link[key]))
+        setups.append(planner.copy_setup_us(start.elapsed_time(end) / count, nbytes,
+                                            link[key]))
     return round(statistics.mean(setups), 3)
 
 

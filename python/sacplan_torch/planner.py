@@ -126,8 +126,10 @@ def applied_plan(plan_doc: Document, profile: Optional[Document] = None,
     index, {"index", "save", "recompute", "offload", "checkpoint",
     "spill_trigger", "lead_trigger", "block_before_leads"}}. With
     `profile`, the plan is first checked as `sacplan simulate` checks it
-    (same message) and checkpoint and recompute follow its save set on the
-    profile's blocks; without, the plan's own word for them. With
+    (same message), checkpoint and recompute follow its save set on the
+    profile's blocks, and each block also lists the ops whose outputs plain
+    autograd keeps ("autograd_keeps"); without, the plan's own word for
+    them. With
     `model_config` (the facts plan_doc.model_fingerprint reads off a live
     model), the plan must have been made for that model (and `model_name`,
     when given). Raises SacplanError."""
@@ -150,13 +152,20 @@ def check_random_draws(index: int, draws: List[Tuple[str, bool]]) -> None:
 def outside_block_bytes(**measured: int) -> Dict[str, int]:
     """The profile's head_bytes, head_fwd_only_bytes, head_bwd_only_bytes
     and embedding_bwd_workspace_bytes from what a step measured outside
-    the blocks (the fields of sacplan/planner/outside_blocks.h's
+    the blocks (the fields of sacplan/planner/memory/outside_blocks.h's
     MeasuredOutsideBlocks, by name): the inversion of the simulator's
     accounting that the CPU profiler uses too."""
     fields = _planner().MeasuredOutsideBlocks()
     for name, value in measured.items():
         setattr(fields, name, int(value))
     return dict(_planner().outside_block_bytes(fields))
+
+
+def copy_setup_us(copy_ms: float, nbytes: int, gbps: float) -> float:
+    """The copy engine's fixed time per copy, in microseconds, from one
+    copy of `nbytes` timed at `copy_ms` over a link of `gbps`: the planner's
+    copy time inverted (HostLink::CopySetupUs)."""
+    return _planner().copy_setup_us(copy_ms, nbytes, gbps)
 
 
 def compared_preset_names() -> List[str]:
@@ -181,8 +190,8 @@ def frontier(profile: Document, *, points: int = 64, semantics: str = "torch-sac
     """`sacplan frontier`: the optimal plans from the smallest feasible peak
     to the fastest step, and the presets beside them (schema
     sacplan.frontier/1). With `path`, also writes frontier.json there.
-    `points`: between _planner.MIN_FRONTIER_POINTS and MAX_FRONTIER_POINTS
-    (2 and 1000), as on the command line."""
+    `points`: between 2 and 1000, checked by the planner as on the command
+    line."""
     if isinstance(points, bool) or not isinstance(points, int):
         raise SacplanError(f"points: expected an int, not {type(points).__name__}")
     if not isinstance(semantics, str):

@@ -67,15 +67,6 @@ api::Document ToDocument(const Source& source) {
   return {.name = source.name, .text = source.text_or_path};
 }
 
-Plan LoadPlan(const Source& plan) {
-  return OrRaise(plan.is_path ? ReadPlanFile(plan.text_or_path)
-                              : api::LoadPlanText(plan.text_or_path, plan.name));
-}
-
-std::unique_ptr<api::LoadedProfile> LoadProfile(const Source& profile) {
-  return OrRaise(profile.is_path ? api::LoadProfileFile(profile.text_or_path)
-                                 : api::LoadProfileText(profile.text_or_path, profile.name));
-}
 
 // (plan.json text, summary): `sacplan plan`. budget "" with a preset: none.
 std::pair<std::string, std::string> MakePlan(const Source& profile, const std::string& budget,
@@ -141,25 +132,22 @@ void CheckHostFits(int64_t plan_host_bytes, int gpus) {
   OrRaise(api::CheckHostFits(plan_host_bytes, available, gpus));
 }
 
-// apply_plan's reading of a plan (api::AppliedBlocksJson's text, with the
-// plan's semantics as the reader has them): checked against `profile` as
+// apply_plan's reading of a plan (api::AppliedBlocksJson's text): checked against `profile` as
 // `sacplan simulate` checks it when one is given, then against the live
 // model's `model_config` (JSON text, api::CheckPlanFitsModel) when given.
 std::string AppliedPlan(const Source& plan, const std::optional<Source>& profile,
                         const std::string& model_name,
                         const std::optional<std::string>& model_config) {
-  const Plan parsed = LoadPlan(plan);
+  const Plan parsed = OrRaise(api::LoadPlanDocument(ToDocument(plan)));
   std::unique_ptr<api::LoadedProfile> loaded;
-  if (profile.has_value()) loaded = LoadProfile(*profile);
+  if (profile.has_value()) loaded = OrRaise(api::LoadProfileDocument(ToDocument(*profile)));
   // The profile's checks first, as `sacplan simulate` makes them.
-  nlohmann::json doc =
-      nlohmann::json::parse(OrRaise(api::AppliedBlocksJson(parsed, loaded.get(), plan.name)));
+  std::string applied = OrRaise(api::AppliedBlocksJson(parsed, loaded.get(), plan.name));
   if (model_config.has_value()) {
     const nlohmann::json config = OrRaise(json_reader::Parse(*model_config, "model_config"));
     OrRaise(api::CheckPlanFitsModel(parsed, model_name, config));
   }
-  doc["semantics"] = SemanticsName(parsed.semantics);
-  return doc.dump();
+  return applied;
 }
 
 // Measured bytes outside the blocks -> the profile's fixed fields
@@ -220,6 +208,4 @@ NB_MODULE(_planner, m) {
   m.def("compared_preset_names", &sacplan::ComparedPresetNames);
   m.def("copy_setup_us", &sacplan::HostLink::CopySetupUs, nb::arg("copy_ms"), nb::arg("bytes"),
         nb::arg("gbps"));
-  m.attr("MIN_FRONTIER_POINTS") = sacplan::api::kMinFrontierPoints;
-  m.attr("MAX_FRONTIER_POINTS") = sacplan::api::kMaxFrontierPoints;
 }

@@ -8,16 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "../planner/test_graphs.h"
+#include "chain_profile.h"
 
 namespace sacplan::api {
 namespace {
 
 std::unique_ptr<LoadedProfile> ChainProfile() {
-  Profile profile;
-  profile.source = "user";
-  profile.model_name = "chain";
-  profile.model = testing::ChainModel(3);
-  return *LoadProfileText(ProfileToJson(profile).dump(), "chain.json");
+  return *LoadProfileText(testing::ChainProfileText(3), "chain.json");
 }
 
 Plan ChainPlan(const LoadedProfile& loaded, const std::vector<SaveMask>& masks) {
@@ -33,11 +30,18 @@ TEST(AppliedBlocksTest, WithTheProfileTheSaveSetDecidesWithoutItThePlansWord) {
   Plan plan = ChainPlan(*loaded, {{true, false, true}, {true, true, true}, {false, false, false}});
   // What the plan says of itself: nothing (a hand-written plan).
   const auto without = nlohmann::json::parse(*AppliedBlocksJson(plan, nullptr, "p.json"));
+  EXPECT_EQ(without["semantics"], "torch-sac");
   for (const nlohmann::json& block : without["blocks"]) {
     EXPECT_TRUE(block["checkpoint"].get<bool>());
     EXPECT_EQ(block["recompute"], nlohmann::json::array());
+    EXPECT_FALSE(block.contains("autograd_keeps"));
   }
   const auto with = nlohmann::json::parse(*AppliedBlocksJson(plan, loaded.get(), "p.json"));
+  // Plain autograd keeps fc's output (act's backward reads it), not act's
+  // or add's, whatever the plan.
+  for (const nlohmann::json& block : with["blocks"]) {
+    EXPECT_EQ(block["autograd_keeps"], nlohmann::json({"fc"}));
+  }
   EXPECT_EQ(with["blocks"][0]["recompute"], nlohmann::json({"act"}));
   EXPECT_TRUE(with["blocks"][0]["checkpoint"].get<bool>());
   EXPECT_FALSE(with["blocks"][1]["checkpoint"].get<bool>());

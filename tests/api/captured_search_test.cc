@@ -2,10 +2,9 @@
 // SolverOptions::eager_neighbours_max_ops free ops, as captured blocks are)
 // against the eager search, which simulates every candidate's neighbours
 // up front, on the captures in bench/data, both semantics, at 6 of 16
-// budgets from full checkpointing's peak to none's. The search keeps a
-// stage only when it gains 0.1% of a step somewhere (docs/search.md), so
-// the lazy plans are held to that of the eager search's; measured: at
-// most 0.004% slower (FLUX-style, torch-sac).
+// budgets from full checkpointing's peak to none's. Measured: the lazy
+// plans at most 0.004% slower (FLUX-style, torch-sac), since the bands
+// and the greedy pass left the search (docs/search.md).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -17,9 +16,9 @@
 namespace sacplan {
 namespace {
 
-// A search stage that gains less than this share of a step is not worth its
-// planning time (docs/search.md).
-constexpr double kStepTolerance = 0.001;
+// The measured 0.004% plus a margin of 0.006 points for another
+// compiler's floating-point sums.
+constexpr double kStepTolerance = 0.0001;
 
 class CapturedSearchTest
     : public ::testing::TestWithParam<std::tuple<std::string, Semantics>> {};

@@ -11,18 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../planner/test_graphs.h"
-#include "sacplan/planner/plan_io/profile.h"
+#include "chain_profile.h"
 
 namespace sacplan::api {
 namespace {
 
 Document ChainProfile(int blocks, const std::string& name = "chain.json") {
-  Profile profile;
-  profile.source = "user";
-  profile.model_name = "chain";
-  profile.model = testing::ChainModel(blocks);
-  return {.name = name, .text = ProfileToJson(profile).dump()};
+  return {.name = name, .text = testing::ChainProfileText(blocks)};
 }
 
 // A file no test writes: a command that reads it fails naming it.

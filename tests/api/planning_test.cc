@@ -9,18 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../planner/test_graphs.h"
+#include "chain_profile.h"
 
 namespace sacplan::api {
 namespace {
 
-std::string ChainProfileText(int blocks) {
-  Profile profile;
-  profile.source = "user";
-  profile.model_name = "chain";
-  profile.model = testing::ChainModel(blocks);
-  return ProfileToJson(profile).dump();
-}
+using testing::ChainProfileText;
 
 PlanRequest Request(const LoadedProfile& loaded, const std::string& preset,
                     int64_t budget_bytes, Semantics semantics) {

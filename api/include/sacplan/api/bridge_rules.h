@@ -21,13 +21,15 @@
 namespace sacplan::api {
 
 // What each block of `plan` does when applied, by index, as JSON text:
-// {"blocks": [{"index", "save", "recompute", "offload", "checkpoint",
-// "spill_trigger", "lead_trigger", "block_before_leads"}, ...]}; the
-// triggers are those TriggersActedAt gives ("" for none). With `loaded`,
-// the plan's profile (the plan must fit it, as `sacplan simulate` checks
-// it; errors name `plan_name`), checkpoint and recompute follow the save set on the
-// model (UnsavedOps); without, the plan's word for them
-// (StatedCheckpoint, its recompute list or none).
+// {"semantics", "blocks": [{"index", "save", "recompute", "offload",
+// "checkpoint", "spill_trigger", "lead_trigger", "block_before_leads"},
+// ...]}; the triggers are those TriggersActedAt gives ("" for none). With
+// `loaded`, the plan's profile (the plan must fit it, as `sacplan
+// simulate` checks it; errors name `plan_name`), checkpoint and recompute
+// follow the save set on the model (UnsavedOps), and each block also says
+// which ops' outputs plain autograd keeps for backward ("autograd_keeps",
+// what a block that is not checkpointed holds); without, the plan's word
+// for them (StatedCheckpoint, its recompute list or none).
 absl::StatusOr<std::string> AppliedBlocksJson(const Plan& plan, const LoadedProfile* loaded,
                                               const std::string& plan_name);
 

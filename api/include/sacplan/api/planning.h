@@ -44,6 +44,10 @@ absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileText(const std::string
                                                                const std::string& name);
 // A plan from plan.json text; errors name `name`. (ReadPlanFile reads a file.)
 absl::StatusOr<Plan> LoadPlanText(const std::string& text, const std::string& name);
+// The profile or plan `document` holds, read from its file or its text
+// (the two above, or ReadPlanFile); errors start with its name.
+absl::StatusOr<std::unique_ptr<LoadedProfile>> LoadProfileDocument(const Document& document);
+absl::StatusOr<Plan> LoadPlanDocument(const Document& document);
 
 // A budget such as "70GB", "29GiB", "512MiB" or a byte count; errors start
 // with `what` (the flag or argument name) and the text.
