@@ -64,6 +64,18 @@ TEST(HostMemoryTest, ATensorPaysForItsCopyWhenItsBytesTakeLongerThanItsFixedCost
   EXPECT_TRUE(PaysForItsCopy(1, HostLink()));       // nor a link
 }
 
+// What capture measures on CUDA: one copy's time, inverted to the link's
+// setup per copy, gives that copy's time back each way.
+TEST(HostMemoryTest, CopySetupIsTheMeasuredCopyLessItsBytesTime) {
+  HostLink link{50, 25, 0};
+  link.copy_setup_us = HostLink::CopySetupUs(0.012, 100'000, link.d2h_gbps);
+  EXPECT_DOUBLE_EQ(link.copy_setup_us, 10);  // 12 us less 100 kB at 50 GB/s
+  EXPECT_DOUBLE_EQ(link.ToHostMs(100'000), 0.012);
+  EXPECT_DOUBLE_EQ(link.ToDeviceMs(100'000), 0.010 + 0.004);
+  // A copy faster than its bytes alone (a timer's noise): no setup.
+  EXPECT_EQ(HostLink::CopySetupUs(0.001, 100'000, link.d2h_gbps), 0);
+}
+
 TEST(HostMemoryTest, CopiesTakeTheirSetupAndTheHostsTimeIsExposed) {
   const BlockAnalysis block = *AnalyzeBlock(testing::ChainBlock(0));
   const BlockSchedule s =

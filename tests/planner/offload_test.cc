@@ -369,9 +369,7 @@ TEST(OffloadStepTest, RandomMasksOverAnInstantLinkNeverRaiseThePeak) {
         std::vector<SaveMask> masks;
         std::vector<OffloadMask> offloaded;
         for (const BlockAnalysis& block : analyzed.blocks) {
-          SaveMask mask(block.ops.size());
-          for (size_t k = 0; k < mask.size(); ++k) mask[k] = rng() % 2 == 0;
-          masks.push_back(ReplayRandomOps(block, mask));
+          masks.push_back(ReplayRandomOps(block, testing::RandomSaveMask(block, rng)));
           OffloadMask moved(block.tensors.size());
           for (size_t t = 0; t < moved.size(); ++t) moved[t] = rng() % 2 == 0;
           offloaded.push_back(moved);

@@ -23,24 +23,11 @@
 namespace sacplan {
 namespace {
 
-// The most live bytes over the timeline's moments that `pick` selects; -1
-// when it selects none.
-template <typename Pick>
-int64_t MostLive(const StepResult& step, Pick pick) {
-  int64_t most = -1;
-  for (const TimelinePoint& point : step.timeline) {
-    if (pick(point.where)) most = std::max(most, point.total_bytes);
-  }
-  return most;
-}
-
 std::vector<SaveMask> RandomMasks(const AnalyzedModel& model, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<SaveMask> masks;
   for (const BlockAnalysis& block : model.blocks) {
-    SaveMask mask(block.ops.size());
-    for (size_t k = 0; k < mask.size(); ++k) mask[k] = rng() % 2 == 0;
-    masks.push_back(mask);
+    masks.push_back(testing::RandomSaveMask(block, rng));
   }
   return masks;
 }
@@ -67,10 +54,10 @@ int CheckPlan(const AnalyzedModel& model, const StepConstants& c,
     SCOPED_TRACE("block " + std::to_string(b));
     const BlockCost cost = EvaluateBlock(model.blocks[b], masks[b], semantics);
     const BlockSchedule schedule = LowerBlock(model.blocks[b], masks[b], semantics);
-    const int64_t forward = MostLive(step, [&](const StepLocation& w) {
+    const int64_t forward = testing::MostLive(step, [&](const StepLocation& w) {
       return w.block == b && w.phase == Phase::kForward;
     });
-    const int64_t backward = MostLive(step, [&](const StepLocation& w) {
+    const int64_t backward = testing::MostLive(step, [&](const StepLocation& w) {
       return w.block == b && w.phase != Phase::kForward;
     });
     const int64_t composed_forward = c.forward_base[b] + prefix_kept_bytes +
@@ -104,7 +91,7 @@ int CheckPlan(const AnalyzedModel& model, const StepConstants& c,
       }
     }
   }
-  const int64_t head = MostLive(step, [](const StepLocation& w) {
+  const int64_t head = testing::MostLive(step, [](const StepLocation& w) {
     return w.phase == Phase::kHead && w.op != "embedding backward";
   });
   if (held_before || kept_casts_before > 0) {
@@ -118,7 +105,7 @@ int CheckPlan(const AnalyzedModel& model, const StepConstants& c,
     EXPECT_EQ(head, c.head_base + prefix_kept_bytes);
     ++compared;
   }
-  const int64_t outside = MostLive(step, [](const StepLocation& w) {
+  const int64_t outside = testing::MostLive(step, [](const StepLocation& w) {
     return w.phase == Phase::kSetup || w.phase == Phase::kOptimizer ||
            w.op == "embedding backward";
   });

@@ -225,6 +225,12 @@ Model RandomCatStreamsModel(int blocks, int ops, uint32_t seed, bool identical) 
   return model;
 }
 
+SaveMask RandomSaveMask(const BlockAnalysis& block, std::mt19937& rng) {
+  SaveMask mask(block.ops.size());
+  for (size_t k = 0; k < mask.size(); ++k) mask[k] = rng() % 2 == 0;
+  return mask;
+}
+
 int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op) {
   for (const TimelinePoint& point : step.timeline) {
     if (point.where.phase == phase && point.where.block == block && point.where.op == op) {

@@ -2,7 +2,9 @@
 #ifndef SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_
 #define SACPLAN_TESTS_PLANNER_TEST_GRAPHS_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,21 @@ Model RandomCatStreamsModel(int blocks, int ops, uint32_t seed, bool identical);
 // Live bytes after the moment (phase, block, op) of a step simulated with
 // record_timeline; a test failure and -1 when the timeline has no such moment.
 int64_t LiveAt(const StepResult& step, Phase phase, int block, const std::string& op);
+
+// The most live bytes over the moments of a step simulated with
+// record_timeline whose StepLocation `pick` selects; -1 when it selects
+// none.
+template <typename Pick>
+int64_t MostLive(const StepResult& step, Pick pick) {
+  int64_t most = -1;
+  for (const TimelinePoint& point : step.timeline) {
+    if (pick(point.where)) most = std::max(most, point.total_bytes);
+  }
+  return most;
+}
+
+// A save mask of `block` with each op saved or not at even odds, from `rng`.
+SaveMask RandomSaveMask(const BlockAnalysis& block, std::mt19937& rng);
 
 }  // namespace sacplan::testing
 

@@ -142,12 +142,14 @@ TEST(ReadHostClockTest, ReadsTheClockItNames) {
 // clock does not. No threshold: this process runs one thread, which gathers
 // no more CPU time than the time that passes, and none while it sleeps, so
 // the CPU clock moves strictly less than the wall clock on any machine.
+// The CPU interval encloses the wall one, so a CPU clock that read wall
+// time would move at least as much and fail.
 TEST(ReadHostClockTest, ProcessCpuClockLeavesOutTimeSpentNotRunning) {
-  const double wall_start = ReadHostClockMs(HostClock::kWall);
   const double cpu_start = ReadHostClockMs(HostClock::kProcessCpu);
+  const double wall_start = ReadHostClockMs(HostClock::kWall);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double cpu_ms = ReadHostClockMs(HostClock::kProcessCpu) - cpu_start;
   const double wall_ms = ReadHostClockMs(HostClock::kWall) - wall_start;
+  const double cpu_ms = ReadHostClockMs(HostClock::kProcessCpu) - cpu_start;
   EXPECT_LT(cpu_ms, wall_ms);
 }
 
