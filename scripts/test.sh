@@ -38,9 +38,9 @@ ctest --preset fidelity --output-junit "$reports/fidelity.xml"
 # Then, alone, its step-time fidelity (pytest marker fidelity: predicted
 # against measured CPU time within 15%, each case bounded to 3 rounds and 4
 # minutes).
-OMP_NUM_THREADS=1 SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q -rs \
+OMP_NUM_THREADS=1 SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q \
   -m "not fidelity" -n 2 --junitxml "$reports/python.xml"
-OMP_NUM_THREADS=1 SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q -rs \
+OMP_NUM_THREADS=1 SACPLAN_BIN="$PWD/build/cli/sacplan" python3 -m pytest python/tests -q \
   -m fidelity --junitxml "$reports/python_fidelity.xml"
 
 # LeakSanitizer stops the process's threads with ptrace to scan memory, which

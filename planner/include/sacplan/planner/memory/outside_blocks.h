@@ -12,7 +12,7 @@
 
 namespace sacplan {
 
-// Bytes, each >= 0 (a negative one reads as 0).
+// Bytes, each >= 0 (the results are floored at 0, not the inputs).
 struct MeasuredOutsideBlocks {
   // Above what was live as the head's forward began (every block's forward
   // done, the last block's outputs live): the most during the head's
